@@ -1,0 +1,180 @@
+"""The clusterctl command line.
+
+Heavy libraries (ray, docker, paramiko, rich tables) are imported inside the commands that
+need them, so ``clusterctl --help`` and ``clusterctl validate`` stay fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from clusterctl import __version__
+from clusterctl.errors import SpecError, UsageError
+
+if TYPE_CHECKING:
+    from clusterctl.spec.loader import LoadedSpec
+
+EXIT_INVALID = 2
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Report spec and usage errors as plain lines and exit 2: no traceback."""
+    try:
+        yield
+    except SpecError as exc:
+        for problem in exc.problems:
+            click.echo(f"error: {problem}", err=True)
+        n = len(exc.problems)
+        click.echo(f"{n} problem{'s' if n != 1 else ''}; nothing was written", err=True)
+        sys.exit(EXIT_INVALID)
+    except UsageError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_INVALID)
+
+
+def set_option(func: F) -> F:
+    return click.option(
+        "--set", "assignments", multiple=True, metavar="KEY.PATH=VALUE",
+        help="Override one spec value (repeatable), e.g. --set slurm.nodes=4",
+    )(func)
+
+
+def allow_option(func: F) -> F:
+    return click.option(
+        "--allow", "allowed", multiple=True, metavar="RULE",
+        help="Let this lint rule fail without blocking (repeatable); adds to lint.allow.",
+    )(func)
+
+
+def _load(spec: str, assignments: tuple[str, ...], allowed: tuple[str, ...] = ()) -> LoadedSpec:
+    """Validate the spec and run the lint rules; errors raise SpecError."""
+    from clusterctl.lint import lint_or_raise
+    from clusterctl.spec.loader import load_spec
+
+    loaded = load_spec(spec, assignments)
+    for finding in lint_or_raise(loaded, allowed):
+        click.echo(f"warning: {finding}", err=True)
+    return loaded
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="clusterctl")
+def main() -> None:
+    """Start multi-node verl / OpenRLHF jobs reliably on SLURM clusters that run Docker.
+
+    One YAML spec is validated, linted and rendered into an sbatch script that starts one
+    container per node, brings up Ray, checks every node joined, and only then trains.
+    """
+
+
+@main.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@set_option
+@allow_option
+def validate(spec: str, assignments: tuple[str, ...], allowed: tuple[str, ...]) -> None:
+    """Check SPEC: schema, contradictions between sections, lint rules."""
+    with user_errors():
+        loaded = _load(spec, assignments, allowed)
+    s = loaded.spec
+    click.echo(f"{spec}: ok ({s.slurm.nodes} nodes x {s.slurm.gpus_per_node} GPUs, "
+               f"{s.hardware.preset}, {s.workload.framework})")
+
+
+@main.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False),
+              help="Bundle directory (default: ./<job_name>.bundle).")
+@click.option("--stdout", "to_stdout", is_flag=True, help="Print job.sbatch instead of writing.")
+@set_option
+@allow_option
+def render(spec: str, out_dir: str | None, to_stdout: bool, assignments: tuple[str, ...],
+           allowed: tuple[str, ...]) -> None:
+    """Render SPEC into a bundle: job.sbatch, Dockerfile (if a build is set), resolved spec."""
+    from clusterctl.render import render_bundle, write_bundle
+
+    with user_errors():
+        loaded = _load(spec, assignments, allowed)
+        bundle = render_bundle(loaded.spec)
+        if to_stdout:
+            click.echo(bundle.script, nl=False)
+            return
+        target = write_bundle(bundle, out_dir or f"{loaded.spec.slurm.job_name}.bundle")
+    click.echo(f"wrote {target}/: {', '.join(sorted(bundle.files))}")
+
+
+@main.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False),
+              help="Bundle directory (default: ./<job_name>.bundle).")
+@click.option("--dry-run", is_flag=True, help="Print the sbatch command and script; submit nothing.")
+@click.option("--wait", is_flag=True, help="sbatch --wait: return the job's exit status.")
+@set_option
+@allow_option
+def submit(spec: str, out_dir: str | None, dry_run: bool, wait: bool,
+           assignments: tuple[str, ...], allowed: tuple[str, ...]) -> None:
+    """Render SPEC and submit the bundle's job.sbatch with sbatch."""
+    from clusterctl.render import render_bundle, write_bundle
+    from clusterctl.submit import sbatch_command, submit_bundle
+
+    with user_errors():
+        loaded = _load(spec, assignments, allowed)
+        bundle = render_bundle(loaded.spec)
+        target = Path(out_dir or f"{loaded.spec.slurm.job_name}.bundle")
+        if dry_run:
+            click.echo("# " + " ".join(sbatch_command(target, wait)))
+            click.echo(bundle.script, nl=False)
+            return
+        write_bundle(bundle, target)
+        sys.exit(submit_bundle(target, wait))
+
+
+@main.command()
+def schema() -> None:
+    """Print the JSON Schema of the spec (for editors and yaml-language-server)."""
+    import json
+
+    from clusterctl.spec.models import spec_json_schema
+
+    click.echo(json.dumps(spec_json_schema(), indent=2, sort_keys=True))
+
+
+@main.command()
+@click.option("--preset", type=click.Choice(["mi300x", "mi250x", "h100", "h800", "a100", "none"]),
+              default="none", show_default=True)
+@click.option("--framework", type=click.Choice(["verl", "openrlhf", "command"]),
+              default="verl", show_default=True)
+@click.option("--nodes", type=click.IntRange(1, 4096), default=2, show_default=True)
+@click.option("-o", "--out", "out_file", type=click.Path(dir_okay=False), default="-",
+              help="Write the starter spec here (default: stdout).")
+def init(preset: str, framework: str, nodes: int, out_file: str) -> None:
+    """Write a commented starter spec for a preset and framework."""
+    from clusterctl.starter import starter_spec
+
+    text = starter_spec(preset, framework, nodes)
+    if out_file == "-":
+        click.echo(text, nl=False)
+        return
+    with user_errors():
+        path = Path(out_file)
+        if path.exists():
+            raise UsageError(f"{path} exists; not overwriting it")
+        path.write_text(text, encoding="utf-8")
+    click.echo(f"wrote {out_file}")
+
+
+def _register_optional_commands() -> None:
+    """Commands that live in their own modules."""
+    from clusterctl.lint.cli import rules
+
+    main.add_command(rules)
+
+
+_register_optional_commands()

@@ -1,0 +1,142 @@
+"""Read framework settings out of a workload, whichever spelling the user chose.
+
+OpenRLHF renamed its flags to dotted names in 2026 (``--actor.num_nodes`` for
+``--actor_num_nodes``); verl's Hydra keys may carry ``+``/``++`` prefixes. Rules ask for a
+setting by its canonical name and get (value, the key as written) back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clusterctl.spec.models import JobSpec, OpenRLHFWorkload, OverrideValue, VerlWorkload
+
+# canonical -> (flat name, dotted name)
+OPENRLHF_FLAGS: dict[str, tuple[str, str]] = {
+    "actor_nodes": ("actor_num_nodes", "actor.num_nodes"),
+    "actor_gpus": ("actor_num_gpus_per_node", "actor.num_gpus_per_node"),
+    "ref_nodes": ("ref_num_nodes", "ref.num_nodes"),
+    "ref_gpus": ("ref_num_gpus_per_node", "ref.num_gpus_per_node"),
+    "critic_nodes": ("critic_num_nodes", "critic.num_nodes"),
+    "critic_gpus": ("critic_num_gpus_per_node", "critic.num_gpus_per_node"),
+    "reward_nodes": ("reward_num_nodes", "reward.num_nodes"),
+    "reward_gpus": ("reward_num_gpus_per_node", "reward.num_gpus_per_node"),
+    "vllm_engines": ("vllm_num_engines", "vllm.num_engines"),
+    "vllm_tp": ("vllm_tensor_parallel_size", "vllm.tensor_parallel_size"),
+    "vllm_mem": ("vllm_gpu_memory_utilization", "vllm.gpu_memory_utilization"),
+    "sync_backend": ("vllm_sync_backend", "vllm.sync_backend"),
+    "sync_with_ray": ("vllm_sync_with_ray", "vllm.sync_with_ray"),
+    "colocate_actor_ref": ("colocate_actor_ref", "train.colocate_actor_ref"),
+    "colocate_critic_reward": ("colocate_critic_reward", "train.colocate_critic_reward"),
+    "colocate_all": ("colocate_all_models", "train.colocate_all"),
+    "init_kl_coef": ("init_kl_coef", "algo.kl.init_coef"),
+    "advantage_estimator": ("advantage_estimator", "algo.advantage.estimator"),
+    "remote_rm_url": ("remote_rm_url", "reward.remote_url"),
+    "async_train": ("async_train", "train.async_enable"),
+    "param_dtype": ("param_dtype", "ds.param_dtype"),
+    "fp16": ("fp16", "fp16"),  # a bare flag in releases before param_dtype
+}
+# OpenRLHF 0.10.2 switched from flat (--actor_num_nodes) to dotted (--actor.num_nodes) flags.
+OPENRLHF_DOTTED_SINCE = (0, 10, 2)
+# OpenRLHF's argparse defaults for the settings the GPU budget depends on.
+OPENRLHF_DEFAULTS: dict[str, OverrideValue] = {
+    "actor_nodes": 1, "actor_gpus": 8, "ref_nodes": 1, "ref_gpus": 8, "critic_nodes": 1,
+    "critic_gpus": 8, "reward_nodes": 1, "reward_gpus": 8, "vllm_engines": None, "vllm_tp": 1,
+    "vllm_mem": 0.95, "sync_backend": "nccl", "init_kl_coef": 0.01,
+    "advantage_estimator": "gae",
+}
+
+
+@dataclass(frozen=True)
+class Setting:
+    value: OverrideValue
+    key: str | None  # as written in the spec; None when it is the framework's default
+
+    def path(self, section: str) -> tuple[str | int, ...]:
+        return ("workload", section, self.key) if self.key else ("workload", "framework")
+
+
+def openrlhf(wl: OpenRLHFWorkload, canonical: str) -> Setting:
+    for name in OPENRLHF_FLAGS[canonical]:
+        for written in (name, f"--{name}"):
+            if written in wl.args:
+                return Setting(wl.args[written], written)
+    return Setting(OPENRLHF_DEFAULTS.get(canonical), None)
+
+
+def verl(wl: VerlWorkload, key: str) -> Setting:
+    for written in (key, f"+{key}", f"++{key}"):
+        if written in wl.overrides:
+            return Setting(wl.overrides[written], written)
+    return Setting(None, None)
+
+
+def as_int(value: OverrideValue, default: int = 0) -> int:
+    try:
+        return int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return default
+
+
+def as_float(value: OverrideValue) -> float | None:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+def truthy(value: OverrideValue) -> bool:
+    return value is True or (isinstance(value, str) and value.lower() in ("true", "1", "yes"))
+
+
+def workload_of(spec: JobSpec) -> VerlWorkload | OpenRLHFWorkload | None:
+    wl = spec.workload
+    return wl if isinstance(wl, (VerlWorkload, OpenRLHFWorkload)) else None
+
+
+def openrlhf_gpu_budget(wl: OpenRLHFWorkload) -> tuple[int, list[str]]:
+    """GPUs an OpenRLHF PPO run places, and how the sum was made (openrlhf/cli/train_ppo_ray.py)."""
+
+    def role(name: str) -> int:
+        return as_int(openrlhf(wl, f"{name}_nodes").value, 1) * as_int(
+            openrlhf(wl, f"{name}_gpus").value, 8)
+
+    actor, ref, critic, reward = role("actor"), role("ref"), role("critic"), role("reward")
+    engines = as_int(openrlhf(wl, "vllm_engines").value, 0)
+    vllm = engines * as_int(openrlhf(wl, "vllm_tp").value, 1)
+    has_ref = (as_float(openrlhf(wl, "init_kl_coef").value) or 0.0) > 0
+    # train_ppo_ray.py drops the critic for every advantage estimator but gae.
+    has_critic = str(openrlhf(wl, "advantage_estimator").value) == "gae"
+    has_reward = not openrlhf(wl, "remote_rm_url").value
+    parts: list[str] = []
+    if truthy(openrlhf(wl, "colocate_all").value):
+        total = actor
+        parts.append(f"colocate_all: actor {actor} (ref, vLLM share it)")
+        if has_critic or has_reward:
+            if truthy(openrlhf(wl, "colocate_critic_reward").value):
+                extra = critic if has_critic else reward
+            else:
+                extra = 0  # critic and reward share the actor's placement group
+            total += extra
+            if extra:
+                parts.append(f"critic+reward {extra}")
+        return total, parts
+    total = actor
+    parts.append(f"actor {actor}")
+    if has_ref and not truthy(openrlhf(wl, "colocate_actor_ref").value):
+        total += ref
+        parts.append(f"ref {ref}")
+    if truthy(openrlhf(wl, "colocate_critic_reward").value) and has_critic and has_reward:
+        total += critic
+        parts.append(f"critic+reward {critic}")
+    else:
+        if has_critic:
+            total += critic
+            parts.append(f"critic {critic}")
+        if has_reward:
+            total += reward
+            parts.append(f"reward {reward}")
+    if vllm:
+        total += vllm
+        parts.append(f"vLLM {engines}x{as_int(openrlhf(wl, 'vllm_tp').value, 1)}")
+    return total, parts

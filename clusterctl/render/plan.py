@@ -1,0 +1,233 @@
+"""Turn a resolved spec into the concrete argv lists and values the templates lay out.
+
+Everything decided about the job lives here, in Python, where it is testable; the templates
+only arrange these values and quote each one with the ``q`` filter.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from clusterctl.spec.models import (
+    CommandWorkload,
+    JobSpec,
+    OpenRLHFWorkload,
+    OverrideValue,
+    Scalar,
+    VerlWorkload,
+)
+from clusterctl.spec.presets import PRESETS, parse_version
+
+CONTAINER_LABEL = "clusterctl.job"
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """The job as values: what every phase of job.sbatch runs."""
+
+    sbatch_directives: list[str]
+    nodes: int
+    gpus_per_node: int
+    ray_num_cpus: int | None
+    ray_num_gpus: int
+    docker_run_args: list[str]
+    container_env: dict[str, str]
+    env_passthrough: list[str]
+    devices: list[str]
+    head_args: list[str]
+    worker_args: list[str]
+    workload_kind: str
+    workload_argv: list[str]
+    job_submit_args: list[str] | None
+    port_checks_head: list[int]
+    port_checks_all: list[int]
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+def sbatch_directives(spec: JobSpec) -> list[str]:
+    """The #SBATCH options, in a fixed order."""
+    s = spec.slurm
+    out = [f"--job-name={s.job_name}", f"--nodes={s.nodes}", "--ntasks-per-node=1"]
+    gpus = s.gpus_per_node or 0
+    if gpus:
+        if s.gpu_request == "gres":
+            kind = f"gpu:{s.gres_type}:" if s.gres_type else "gpu:"
+            out.append(f"--gres={kind}{gpus}")
+        else:
+            out.append(f"--gpus-per-node={gpus}")
+    for name, value in (
+        ("cpus-per-task", s.cpus_per_task), ("mem", s.mem), ("time", s.time),
+        ("partition", s.partition), ("account", s.account), ("qos", s.qos),
+        ("nodelist", s.nodelist), ("exclude", s.exclude), ("constraint", s.constraint),
+        ("output", s.output), ("error", s.error),
+    ):
+        if value is not None:
+            out.append(f"--{name}={value}")
+    if s.exclusive:
+        out.append("--exclusive")
+    # The batch shell gets SIGTERM before the time limit, so its trap can clean up while new
+    # job steps are still allowed.
+    out.append(f"--signal=B:TERM@{s.signal_grace}")
+    out.extend(s.extra)
+    return out
+
+
+def _scalar(value: Scalar) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def hydra_value(value: OverrideValue) -> str:
+    """A Hydra override value: lists as [a,b], quoting elements that need it."""
+    if isinstance(value, list):
+        items = []
+        for item in value:
+            text = _scalar(item)
+            if isinstance(item, str) and any(ch in text for ch in " ,[]{}()='\"\\:"):
+                text = "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+            items.append(text)
+        return "[" + ",".join(items) + "]"
+    return _scalar(value)
+
+
+def verl_argv(spec: JobSpec, wl: VerlWorkload) -> list[str]:
+    """python -m <entrypoint> with the overrides; clusterctl owns the allocation keys."""
+    owned = {"trainer.nnodes": str(spec.slurm.nodes),
+             "trainer.n_gpus_per_node": str(spec.slurm.gpus_per_node or 0)}
+    argv = ["python3", "-m", wl.entrypoint]
+    for key, value in wl.overrides.items():
+        if key.lstrip("+") in owned:
+            continue
+        argv.append(f"{key}={hydra_value(value)}")
+    argv += [f"{k}={v}" for k, v in owned.items()]
+    return argv
+
+
+def openrlhf_args(wl: OpenRLHFWorkload) -> list[str]:
+    """--name value pairs: true is a bare flag, false is left out, lists repeat values."""
+    out: list[str] = []
+    for name, value in wl.args.items():
+        flag = name if name.startswith("-") else f"--{name}"
+        if value is True:
+            out.append(flag)
+        elif value is False or value is None:
+            continue
+        elif isinstance(value, list):
+            out += [flag, *(_scalar(v) for v in value)]
+        else:
+            out += [flag, _scalar(value)]
+    return out
+
+
+def job_submit_args(wl: OpenRLHFWorkload) -> list[str]:
+    """Options for ``ray job submit`` (the dashboard address is added at run time)."""
+    if not wl.runtime_env:
+        return []
+    return ["--runtime-env-json", json.dumps(wl.runtime_env, sort_keys=True)]
+
+
+def container_env(spec: JobSpec) -> dict[str, str]:
+    """Literal environment for every container: preset defaults, network, then the user's."""
+    preset = PRESETS[spec.hardware.preset]
+    env: dict[str, str] = dict(preset.collective_env)
+    if preset.vendor == "amd":
+        noset = preset.ray_noset_var(parse_version(spec.versions.ray))
+        if noset:
+            env[noset] = "1"
+    net = spec.network
+    if net.socket_ifname:
+        env["NCCL_SOCKET_IFNAME"] = net.socket_ifname
+        env["GLOO_SOCKET_IFNAME"] = net.socket_ifname
+    if net.fabric == "ethernet":
+        env["NCCL_IB_DISABLE"] = "1"
+    if net.hcas:
+        env["NCCL_IB_HCA"] = ",".join(net.hcas)
+    if net.gid_index is not None:
+        env["NCCL_IB_GID_INDEX"] = str(net.gid_index)
+    env.update({k: _scalar(v) for k, v in net.nccl_env.items()})
+    env.update({k: _scalar(v) for k, v in spec.container.env.items()})
+    return env
+
+
+def docker_run_args(spec: JobSpec, env: dict[str, str]) -> list[str]:
+    """docker run arguments shared by every node (name, labels and address come at run time)."""
+    c = spec.container
+    preset = PRESETS[spec.hardware.preset]
+    args = ["--detach", "--init", "--network", "host", "--ipc", "host",
+            "--shm-size", str(c.shm_size), "--ulimit", "nofile=65536:65536"]
+    for device in c.devices or []:
+        args += ["--device", f"{device}:{device}"]
+    for group in c.group_add or []:
+        args += ["--group-add", group]
+    args += list(preset.docker_gpu_flags)
+    if preset.vendor == "amd":
+        args += ["--cap-add", "SYS_PTRACE", "--security-opt", "seccomp=unconfined"]
+    for mount in c.mounts:
+        suffix = ":ro" if mount.read_only else ""
+        args += ["--volume", f"{mount.source}:{mount.target}{suffix}"]
+    if c.workdir:
+        args += ["--workdir", c.workdir]
+    for name, value in env.items():
+        args += ["--env", f"{name}={value}"]
+    for name in c.env_passthrough:
+        args += ["--env", name]  # value taken from the environment of docker run, never a file
+    args += c.extra_args
+    return args
+
+
+def ray_args(spec: JobSpec) -> tuple[list[str], list[str]]:
+    """Arguments for ``ray start`` on the head and on workers (addresses come at run time)."""
+    ray = spec.ray
+    # --num-cpus comes at run time: ray.num_cpus, else the CPUs SLURM gave the node, so Ray
+    # never claims every core of the host (verl #523).
+    common = [f"--num-gpus={spec.ray.num_gpus or 0}", f"--temp-dir={ray.temp_dir}",
+              "--disable-usage-stats"]
+    for name, port in (("node-manager-port", ray.node_manager_port),
+                       ("object-manager-port", ray.object_manager_port),
+                       ("min-worker-port", ray.min_worker_port),
+                       ("max-worker-port", ray.max_worker_port)):
+        if port is not None:
+            common.append(f"--{name}={port}")
+    head = [f"--port={ray.head_port}", f"--dashboard-port={ray.dashboard_port}",
+            f"--ray-client-server-port={ray.client_port}", "--include-dashboard=true", *common]
+    return head, common
+
+
+def build_plan(spec: JobSpec) -> JobPlan:
+    """Everything job.sbatch needs, computed from the resolved spec."""
+    env = container_env(spec)
+    head_args, worker_args = ray_args(spec)
+    wl = spec.workload
+    submit: list[str] | None = None
+    if isinstance(wl, VerlWorkload):
+        argv = verl_argv(spec, wl)
+    elif isinstance(wl, OpenRLHFWorkload):
+        argv = ["python3", "-m", wl.entrypoint, *openrlhf_args(wl)]
+        submit = job_submit_args(wl)
+    else:
+        assert isinstance(wl, CommandWorkload)
+        argv = ["bash", "-c", wl.command] if isinstance(wl.command, str) else list(wl.command)
+    ray = spec.ray
+    fixed_worker_ports = [p for p in (ray.node_manager_port, ray.object_manager_port) if p]
+    return JobPlan(
+        sbatch_directives=sbatch_directives(spec),
+        nodes=spec.slurm.nodes,
+        gpus_per_node=spec.slurm.gpus_per_node or 0,
+        ray_num_cpus=ray.num_cpus,
+        ray_num_gpus=ray.num_gpus or 0,
+        docker_run_args=docker_run_args(spec, env),
+        container_env=env,
+        env_passthrough=list(spec.container.env_passthrough),
+        devices=list(spec.container.devices or []),
+        head_args=head_args,
+        worker_args=worker_args,
+        workload_kind=wl.framework,
+        workload_argv=argv,
+        job_submit_args=submit,
+        port_checks_head=[ray.head_port, ray.dashboard_port, ray.client_port],
+        port_checks_all=fixed_worker_ports,
+    )

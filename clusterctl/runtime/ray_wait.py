@@ -1,0 +1,224 @@
+"""Wait until the Ray cluster is complete, then run the connectivity self-test.
+
+This file runs *inside the head container* (job.sbatch embeds its source), so it imports only
+the standard library, Ray and, for the all-reduce, torch. Exit codes name the failed phase.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+EXIT_OK = 0
+EXIT_HEAD = 10  # the GCS never answered
+EXIT_JOIN = 11  # not every node joined, or resources differ
+EXIT_SELFTEST = 12  # a node could not run a task, or the all-reduce failed / was too slow
+
+
+def say(message: str) -> None:
+    print(f"clusterctl: {message}", flush=True)
+
+
+def result(status: str, **fields: Any) -> None:
+    print("CLUSTERCTL_RESULT " + json.dumps({"status": status, **fields}, sort_keys=True),
+          flush=True)
+
+
+def connect(ray: Any, address: str, deadline: float) -> bool:
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+            return True
+        except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ...
+            last = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            time.sleep(0.5)
+    say(f"FAIL node=head phase=ray-head: GCS at {address} did not answer: {last}")
+    return False
+
+
+def alive_nodes(ray: Any) -> list[dict[str, Any]]:
+    return [n for n in ray.nodes() if n.get("Alive")]
+
+
+def describe(nodes: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    return {
+        str(n.get("NodeName") or n.get("NodeManagerAddress")): {
+            "CPU": float(n.get("Resources", {}).get("CPU", 0)),
+            "GPU": float(n.get("Resources", {}).get("GPU", 0)),
+        }
+        for n in nodes
+    }
+
+
+def join_problems(seen: dict[str, dict[str, float]], expected: list[str],
+                  cpus: float | None, gpus: float) -> list[str]:
+    """What keeps the cluster from matching the allocation (empty when complete)."""
+    problems = [f"node={name} has not joined" for name in expected if name not in seen]
+    problems += [f"node={name} joined but is not part of this job" for name in seen
+                 if name not in expected]
+    for name, res in seen.items():
+        if res["GPU"] != gpus:
+            problems.append(f"node={name} offers {res['GPU']:g} GPUs, expected {gpus:g}")
+        if cpus is not None and res["CPU"] != cpus:
+            problems.append(f"node={name} offers {res['CPU']:g} CPUs, expected {cpus:g}")
+    return problems
+
+
+def wait_for_join(ray: Any, expected: list[str], cpus: float | None, gpus: float,
+                  deadline: float) -> dict[str, dict[str, float]] | None:
+    last_count = -1
+    problems: list[str] = ["no node seen yet"]
+    seen: dict[str, dict[str, float]] = {}
+    while time.monotonic() < deadline:
+        seen = describe(alive_nodes(ray))
+        problems = join_problems(seen, expected, cpus, gpus)
+        if len(seen) != last_count:
+            say(f"ray: {len(seen)}/{len(expected)} nodes alive")
+            last_count = len(seen)
+        if not problems:
+            return seen
+        time.sleep(0.25)
+    for problem in problems:
+        say(f"FAIL {problem} phase=ray-join")
+    return None
+
+
+def selftest(ray: Any, expected: list[str], head_ip: str, size_mb: int, backend: str,
+             deadline: float) -> dict[str, Any]:
+    """One task per node, then an all-reduce across all nodes (when torch is present)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    by_name = {str(n.get("NodeName")): n["NodeID"] for n in alive_nodes(ray)}
+
+    @ray.remote(num_cpus=0)
+    class Probe:
+        def where(self) -> dict[str, str]:
+            import socket
+
+            return {"hostname": socket.gethostname()}
+
+        def free_port(self) -> int:
+            import socket
+
+            with socket.socket() as sock:
+                sock.bind(("", 0))
+                return int(sock.getsockname()[1])
+
+        def allreduce(self, rank: int, world: int, master: str, port: int, numel: int,
+                      backend: str) -> dict[str, Any]:
+            try:
+                import torch
+                import torch.distributed as dist
+            except ImportError:
+                return {"skipped": "torch is not installed in the image"}
+            dist.init_process_group(backend, init_method=f"tcp://{master}:{port}", rank=rank,
+                                    world_size=world)
+            try:
+                tensor = torch.ones(numel, dtype=torch.float32)
+                dist.all_reduce(tensor)  # warm-up, and the correctness check below
+                ok = bool(torch.all(tensor == world))
+                start = time.perf_counter()
+                dist.all_reduce(tensor)
+                seconds = time.perf_counter() - start
+            finally:
+                dist.destroy_process_group()
+            return {"ok": ok, "seconds": seconds}
+
+    probes = {
+        name: Probe.options(  # type: ignore[attr-defined]
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=by_name[name], soft=False)
+        ).remote()
+        for name in expected
+    }
+    remaining = max(1.0, deadline - time.monotonic())
+    refs = {name: p.where.remote() for name, p in probes.items()}
+    ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=remaining)
+    silent = [name for name, ref in refs.items() if ref not in ready]
+    if silent:
+        return {"ok": False, "problems": [f"node={n} did not run a task" for n in silent]}
+    report: dict[str, Any] = {"ok": True, "tasks": len(refs)}
+    world = len(expected)
+    if world < 2:
+        return report
+    numel = size_mb * 1024 * 1024 // 4
+    port = ray.get(probes[expected[0]].free_port.remote())
+    runs = [probes[name].allreduce.remote(rank, world, head_ip, port, numel, backend)
+            for rank, name in enumerate(expected)]
+    ready, _ = ray.wait(runs, num_returns=world, timeout=max(1.0, deadline - time.monotonic()))
+    if len(ready) < world:
+        late = [expected[i] for i, ref in enumerate(runs) if ref not in ready]
+        return {"ok": False, "problems": [f"node={n} did not finish the all-reduce" for n in late]}
+    outcomes = ray.get(runs)
+    if any("skipped" in o for o in outcomes):
+        report["allreduce"] = "skipped: " + outcomes[0].get("skipped", "torch missing")
+        return report
+    if not all(o["ok"] for o in outcomes):
+        bad = [expected[i] for i, o in enumerate(outcomes) if not o["ok"]]
+        return {"ok": False, "problems": [f"node={n} got a wrong all-reduce result" for n in bad]}
+    seconds = max(o["seconds"] for o in outcomes)
+    nbytes = numel * 4
+    report["allreduce_busbw_gbps"] = nbytes / seconds * 2 * (world - 1) / world / 1e9
+    report["allreduce_seconds"] = seconds
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--address", required=True, help="head GCS address ip:port")
+    parser.add_argument("--head-ip", required=True)
+    parser.add_argument("--nodes", required=True, help="comma-separated SLURM node names")
+    parser.add_argument("--cpus-per-node", type=float, default=None)
+    parser.add_argument("--gpus-per-node", type=float, default=0.0)
+    parser.add_argument("--start-deadline", type=float, default=120)
+    parser.add_argument("--join-deadline", type=float, default=300)
+    parser.add_argument("--selftest", action="store_true")
+    parser.add_argument("--selftest-deadline", type=float, default=120)
+    parser.add_argument("--selftest-size-mb", type=int, default=16)
+    parser.add_argument("--selftest-backend", default="gloo")
+    parser.add_argument("--min-busbw-gbps", type=float, default=0.0)
+    args = parser.parse_args(argv)
+    expected = [n for n in args.nodes.split(",") if n]
+
+    import ray
+
+    start = time.monotonic()
+    if not connect(ray, args.address, start + args.start_deadline):
+        result("head-timeout")
+        return EXIT_HEAD
+    joined = wait_for_join(ray, expected, args.cpus_per_node, args.gpus_per_node,
+                           time.monotonic() + args.join_deadline)
+    if joined is None:
+        result("join-timeout", seen=describe(alive_nodes(ray)))
+        return EXIT_JOIN
+    say(f"ray: all {len(expected)} nodes joined in {time.monotonic() - start:.1f}s")
+    summary: dict[str, Any] = {"nodes": joined}
+    if args.selftest:
+        report = selftest(ray, expected, args.head_ip, args.selftest_size_mb,
+                          args.selftest_backend, time.monotonic() + args.selftest_deadline)
+        summary["selftest"] = report
+        busbw = report.get("allreduce_busbw_gbps")
+        if report["ok"] and busbw is not None and busbw < args.min_busbw_gbps:
+            report["ok"] = False
+            report["problems"] = [f"all-reduce bus bandwidth {busbw:.3f} GB/s is below "
+                                  f"selftest.min_busbw_gbps {args.min_busbw_gbps:g}"]
+        for problem in report.get("problems", []):
+            say(f"FAIL {problem} phase=selftest")
+        if not report["ok"]:
+            result("selftest-failed", **summary)
+            return EXIT_SELFTEST
+        if busbw is not None:
+            say(f"selftest: {len(expected)} nodes ran tasks; {args.selftest_backend} "
+                f"all-reduce {args.selftest_size_mb} MB: {busbw:.3f} GB/s bus bandwidth")
+        else:
+            say(f"selftest: {len(expected)} nodes ran tasks; all-reduce "
+                f"{report.get('allreduce', 'not run (one node)')}")
+    result("ready", **summary)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

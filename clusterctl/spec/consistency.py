@@ -1,0 +1,158 @@
+"""Contradictions between sections: the spec cannot mean what it says.
+
+These are hard errors (no rule id can allow them). Likely-but-not-certain failures are lint
+rules (clusterctl.lint).
+"""
+
+from __future__ import annotations
+
+from clusterctl.spec.models import JobSpec, VerlWorkload
+
+FieldPath = tuple[str | int, ...]
+
+# Options clusterctl sets itself, as SkyPilot protects its sbatch options. Long name -> short.
+PROTECTED_SBATCH = {
+    "nodes": "N", "ntasks": "n", "ntasks-per-node": None, "gpus": "G", "gpus-per-node": None,
+    "gpus-per-task": None, "gres": None, "cpus-per-task": "c", "mem": None, "mem-per-cpu": None,
+    "mem-per-gpu": None, "output": "o", "error": "e", "exclusive": None, "nodelist": "w",
+    "exclude": "x", "partition": "p", "account": "A", "qos": "q", "time": "t",
+    "job-name": "J", "constraint": "C", "signal": None, "wrap": None,
+}
+PROTECTED_DOCKER = {
+    "network": None, "net": None, "ipc": None, "name": None, "device": None, "gpus": None,
+    "init": None, "rm": None, "detach": "d", "label": "l", "shm-size": None, "env": "e",
+    "env-file": None, "volume": "v", "mount": None, "workdir": "w", "group-add": None,
+    "entrypoint": None, "label-file": None, "interactive": "i", "tty": "t",
+}
+_SECTION_FOR_DOCKER = {
+    "network": "network", "net": "network", "device": "container.devices",
+    "gpus": "hardware.preset", "shm-size": "container.shm_size", "env": "container.env",
+    "volume": "container.mounts", "mount": "container.mounts", "workdir": "container.workdir",
+    "group-add": "container.group_add",
+}
+
+
+def protected_option(arg: str, table: dict[str, str | None]) -> str | None:
+    """The protected option ``arg`` sets, if any (long, --long=value, -x, -xVALUE, -abc)."""
+    if arg.startswith("--"):
+        name = arg[2:].split("=", 1)[0]
+        return name if name in table else None
+    if arg.startswith("-") and len(arg) > 1:
+        shorts = {s: long for long, s in table.items() if s}
+        if arg[1] in shorts:
+            return shorts[arg[1]]
+        for letter in arg[1:]:
+            if not letter.isalpha():
+                break
+            if letter in shorts:
+                return shorts[letter]
+    return None
+
+
+def _sbatch_extras(spec: JobSpec) -> list[tuple[FieldPath, str]]:
+    out: list[tuple[FieldPath, str]] = []
+    for i, option in enumerate(spec.slurm.extra):
+        name = protected_option(option.split()[0], PROTECTED_SBATCH)
+        if name:
+            out.append((("slurm", "extra", i),
+                        f"--{name} is set by clusterctl from the slurm section; set it there"))
+    return out
+
+
+def _docker_extras(spec: JobSpec) -> list[tuple[FieldPath, str]]:
+    out: list[tuple[FieldPath, str]] = []
+    for i, arg in enumerate(spec.container.extra_args):
+        name = protected_option(arg, PROTECTED_DOCKER)
+        if name:
+            where = _SECTION_FOR_DOCKER.get(name)
+            hint = f"; use {where}" if where else ""
+            out.append((("container", "extra_args", i),
+                        f"docker run --{name} is controlled by clusterctl{hint}"))
+        if "\n" in arg or "\r" in arg:
+            out.append((("container", "extra_args", i), "newline in a docker argument"))
+    return out
+
+
+def _verl(spec: JobSpec) -> list[tuple[FieldPath, str]]:
+    wl = spec.workload
+    if not isinstance(wl, VerlWorkload):
+        return []
+    out: list[tuple[FieldPath, str]] = []
+    owned = {"trainer.nnodes": spec.slurm.nodes, "trainer.n_gpus_per_node": spec.slurm.gpus_per_node}
+    for key, expected in owned.items():
+        for written in (key, f"+{key}", f"++{key}"):
+            if written in wl.overrides and str(wl.overrides[written]) != str(expected):
+                out.append((("workload", "overrides", written),
+                            f"{key}={wl.overrides[written]!r} contradicts the allocation "
+                            f"({expected}); clusterctl sets it from the slurm section"))
+    return out
+
+
+def _ports(spec: JobSpec) -> list[tuple[FieldPath, str]]:
+    ray = spec.ray
+    out: list[tuple[FieldPath, str]] = []
+    named = {
+        "head_port": ray.head_port, "dashboard_port": ray.dashboard_port,
+        "client_port": ray.client_port, "node_manager_port": ray.node_manager_port,
+        "object_manager_port": ray.object_manager_port,
+    }
+    seen: dict[int, str] = {}
+    for name, port in named.items():
+        if port is None:
+            continue
+        if port in seen:
+            out.append((("ray", name), f"port {port} is also ray.{seen[port]}"))
+        seen[port] = name
+    low, high = ray.min_worker_port, ray.max_worker_port
+    if (low is None) != (high is None):
+        missing = "max_worker_port" if high is None else "min_worker_port"
+        out.append((("ray", missing), "set min_worker_port and max_worker_port together"))
+    elif low is not None and high is not None:
+        if low > high:
+            out.append((("ray", "min_worker_port"), f"{low} is above max_worker_port {high}"))
+        for port, name in seen.items():
+            if low <= port <= high:
+                out.append((("ray", name), f"port {port} lies in the worker port range"))
+    return out
+
+
+def check_consistency(spec: JobSpec) -> list[tuple[FieldPath, str]]:
+    """Every contradiction between sections, as (field path, message)."""
+    out: list[tuple[FieldPath, str]] = []
+    c, slurm = spec.container, spec.slurm
+    gpus = slurm.gpus_per_node or 0
+    if spec.hardware.preset == "none" and gpus > 0:
+        out.append((("slurm", "gpus_per_node"),
+                    f"{gpus} GPUs per node with hardware.preset none (CPU-only)"))
+    if spec.ray.num_gpus is not None and spec.ray.num_gpus > gpus:
+        out.append((("ray", "num_gpus"),
+                    f"Ray would offer {spec.ray.num_gpus} GPUs per node but the job asks "
+                    f"SLURM for {gpus}"))
+    if slurm.cpus_per_task and spec.ray.num_cpus and spec.ray.num_cpus > slurm.cpus_per_task:
+        out.append((("ray", "num_cpus"),
+                    f"Ray would offer {spec.ray.num_cpus} CPUs per node but SLURM gives "
+                    f"{slurm.cpus_per_task}"))
+    if slurm.gres_type and slurm.gpu_request != "gres":
+        out.append((("slurm", "gres_type"), "gres_type needs gpu_request: gres"))
+    if c.pull == "load" and not c.load_from:
+        out.append((("container", "load_from"), "pull: load needs the tarball path here"))
+    if c.load_from and c.pull != "load":
+        out.append((("container", "pull"), "load_from is set but pull is not 'load'"))
+    if spec.network.fabric == "ethernet":
+        if spec.network.hcas:
+            out.append((("network", "hcas"), "HCAs listed but network.fabric is ethernet"))
+        if spec.network.gid_index is not None:
+            out.append((("network", "gid_index"), "GID index set but network.fabric is ethernet"))
+    for name in sorted(set(c.env) & set(c.env_passthrough)):
+        out.append((("container", "env", name), "also listed in container.env_passthrough"))
+    targets: dict[str, int] = {}
+    for i, mount in enumerate(c.mounts):
+        if mount.target in targets:
+            out.append((("container", "mounts", i, "target"),
+                        f"{mount.target} is also mounted by mounts[{targets[mount.target]}]"))
+        targets.setdefault(mount.target, i)
+    wl = spec.workload
+    if wl.framework == "command" and not wl.command:
+        out.append((("workload", "command"), "the command is empty"))
+    out += _sbatch_extras(spec) + _docker_extras(spec) + _verl(spec) + _ports(spec)
+    return out

@@ -1,0 +1,261 @@
+"""Read a YAML spec, apply ``--set`` overrides, validate, and map every problem to its line."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from clusterctl.errors import Problem, SpecError
+from clusterctl.spec.consistency import check_consistency
+from clusterctl.spec.models import JobSpec
+
+PathKey = tuple[str | int, ...]
+
+# Free-form mappings whose keys may themselves contain dots (Hydra overrides, env names).
+_FREEFORM_KEYS = {"overrides", "args", "env", "nccl_env", "runtime_env"}
+
+try:
+    _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[attr-defined]
+except AttributeError:  # pragma: no cover - libyaml missing
+    _Loader = yaml.SafeLoader
+
+
+@dataclass
+class LoadedSpec:
+    """A validated spec plus what is needed to point back into its source."""
+
+    spec: JobSpec
+    source: str
+    lines: dict[PathKey, int] = field(default_factory=dict)
+
+    def line_of(self, path: Sequence[str | int]) -> int | None:
+        return line_for(self.lines, path)
+
+
+def line_for(lines: Mapping[PathKey, int], path: Sequence[str | int]) -> int | None:
+    """The line of the longest prefix of ``path`` that the YAML defines."""
+    key = tuple(path)
+    while key:
+        if key in lines:
+            return lines[key]
+        key = key[:-1]
+    return lines.get((), None)
+
+
+def format_path(path: Sequence[str | int]) -> str:
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif "." in part or not part:
+            out += f'["{part}"]'
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+def _map_lines(node: yaml.Node, path: PathKey, lines: dict[PathKey, int], dups: list[Problem],
+               source: str) -> None:
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        seen: set[Any] = set()
+        for key_node, value_node in node.value:
+            key = key_node.value
+            if key in seen:
+                dups.append(Problem(format_path((*path, key)), "duplicate key", source,
+                                    key_node.start_mark.line + 1))
+            seen.add(key)
+            lines[(*path, key)] = key_node.start_mark.line + 1
+            _map_lines(value_node, (*path, key), lines, dups, source)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            lines[(*path, index)] = item.start_mark.line + 1
+            _map_lines(item, (*path, index), lines, dups, source)
+
+
+def parse_yaml(text: str, source: str) -> tuple[dict[str, Any], dict[PathKey, int]]:
+    """Parse a spec document; returns the data and a path -> line map."""
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+        data = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError([Problem("", f"malformed YAML: {reason}", source, line)]) from None
+    if node is None or not isinstance(data, dict):
+        kind = "empty" if node is None else type(data).__name__
+        raise SpecError([Problem("", f"the spec must be a YAML mapping, got {kind}", source,
+                                 node.start_mark.line + 1 if node is not None else None)])
+    lines: dict[PathKey, int] = {}
+    dups: list[Problem] = []
+    _map_lines(node, (), lines, dups, source)
+    if dups:
+        raise SpecError(dups)
+    return data, lines
+
+
+def _split_assignment(assignment: str) -> tuple[str, str]:
+    if "=" not in assignment:
+        raise SpecError([Problem("", f"--set {assignment!r}: expected KEY.PATH=VALUE", "--set")])
+    key, _, value = assignment.partition("=")
+    if not key.strip():
+        raise SpecError([Problem("", f"--set {assignment!r}: empty key", "--set")])
+    return key.strip(), value
+
+
+def apply_overrides(data: dict[str, Any], assignments: Iterable[str]) -> list[PathKey]:
+    """Apply ``a.b.c=value`` assignments in place; values are parsed as YAML scalars.
+
+    Inside free-form mappings (Hydra overrides, args, env) the rest of the dotted path is one
+    key, so ``workload.overrides.trainer.total_epochs=3`` sets the override
+    ``trainer.total_epochs``.
+    """
+    touched: list[PathKey] = []
+    for assignment in assignments:
+        key, raw = _split_assignment(assignment)
+        try:
+            value = yaml.load(raw, Loader=_Loader) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        parts = key.split(".")
+        node: dict[str, Any] = data
+        path: list[str] = []
+        while len(parts) > 1:
+            if path and path[-1] in _FREEFORM_KEYS:
+                break
+            head = parts.pop(0)
+            child = node.get(head)
+            if child is None:
+                child = node[head] = {}
+            if not isinstance(child, dict):
+                raise SpecError([Problem(format_path([*path, head]),
+                                         f"--set {key}: not a mapping", "--set")])
+            node = child
+            path.append(head)
+        leaf = ".".join(parts)
+        node[leaf] = value
+        touched.append((*path, leaf))
+    return touched
+
+
+def _model_fields_at(path: Sequence[str | int], data: Any) -> list[str]:
+    """Field names of the model that sits at ``path`` (for did-you-mean)."""
+    model: Any = JobSpec
+    node = data
+    for part in path:
+        if isinstance(part, int):
+            node = node[part] if isinstance(node, list) and part < len(node) else None
+            continue
+        info = model.model_fields.get(part) if isinstance(model, type) else None
+        if info is None:
+            return []
+        node = node.get(part) if isinstance(node, dict) else None
+        model = _unwrap_model(info.annotation, node)
+    return list(model.model_fields) if isinstance(model, type) and issubclass(
+        model, BaseModel) else []
+
+
+def _unwrap_model(annotation: Any, value: Any) -> Any:
+    """Find the pydantic model inside Optional[...], list[...] or a tagged union."""
+    args = getattr(annotation, "__args__", None)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if not args:
+        metadata = getattr(annotation, "__metadata__", None)
+        return _unwrap_model(annotation.__origin__, value) if metadata else None
+    candidates = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+    if not candidates:
+        for arg in args:
+            found = _unwrap_model(arg, value)
+            if found is not None:
+                return found
+        return None
+    if len(candidates) > 1 and isinstance(value, dict):
+        for cand in candidates:
+            tag = cand.model_fields.get("framework")
+            if tag is not None and value.get("framework") in getattr(
+                    tag.annotation, "__args__", ()):
+                return cand
+    return candidates[0]
+
+
+def _data_path(loc: Sequence[str | int], data: Any, missing: bool) -> list[str | int]:
+    """Drop union/tag members from a pydantic ``loc``: keep only keys present in the data."""
+    out: list[str | int] = []
+    node = data
+    for i, part in enumerate(loc):
+        if isinstance(node, dict) and part in node:
+            out.append(part)
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            out.append(part)
+            node = node[part]
+        elif missing and i == len(loc) - 1:
+            out.append(part)
+    return out
+
+
+def _problems_from_validation(exc: ValidationError, data: dict[str, Any],
+                              lines: Mapping[PathKey, int], source: str,
+                              set_paths: Sequence[PathKey]) -> list[Problem]:
+    by_path: dict[tuple[str | int, ...], Problem] = {}
+    for err in exc.errors(include_url=False):
+        kind = err["type"]
+        path = tuple(_data_path(err["loc"], data, missing=kind == "missing"))
+        if path in by_path:
+            continue  # one message per field: a union reports once per member
+        if kind == "extra_forbidden":
+            name = str(path[-1]) if path else ""
+            options = _model_fields_at(path[:-1], data)
+            near = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
+            hint = f"; did you mean {near[0]!r}?" if near else (
+                f"; known keys: {', '.join(options)}" if options else "")
+            message = f"unknown key{hint}"
+        elif kind == "missing":
+            message = "required field is missing"
+        else:
+            message = err["msg"]
+            if "input" in err and not isinstance(err["input"], (dict, list)):
+                shown = repr(err["input"])
+                message += f" (got {shown[:60]}{'...' if len(shown) > 60 else ''})"
+        src = "--set" if path in set_paths else source
+        by_path[path] = Problem(format_path(path), message, src,
+                                None if src == "--set" else line_for(lines, path))
+    return list(by_path.values())
+
+
+def load_spec_text(text: str, source: str = "<spec>",
+                   overrides: Iterable[str] = ()) -> LoadedSpec:
+    """Validate spec text; raises SpecError listing every problem once."""
+    data, lines = parse_yaml(text, source)
+    set_paths = apply_overrides(data, overrides)
+    try:
+        spec = JobSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(_problems_from_validation(exc, data, lines, source, set_paths)) from None
+    loaded = LoadedSpec(spec=spec, source=source, lines=lines)
+    problems = [
+        Problem(format_path(path), message, source, loaded.line_of(path))
+        for path, message in check_consistency(spec)
+    ]
+    if problems:
+        raise SpecError(problems)
+    return loaded
+
+
+def load_spec(path: str | Path, overrides: Iterable[str] = ()) -> LoadedSpec:
+    """Read and validate a spec file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SpecError([Problem("", f"cannot read spec: {reason}", str(p))]) from None
+    return load_spec_text(text, str(p), overrides)

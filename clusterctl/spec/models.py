@@ -1,0 +1,345 @@
+"""The job spec: one pydantic model per YAML section.
+
+Defaults that depend on other sections (GPU counts from the preset, devices from the fabric,
+Ray CPUs from SLURM) are filled in by ``JobSpec.resolve_defaults``, so the object that
+validation returns is the fully resolved spec that ``render`` writes out.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from clusterctl.spec.presets import INFINIBAND_DEVICE, PRESETS, PresetName
+
+# Values that land on an #SBATCH line are not read by a shell but by sbatch's own option
+# parser, which does not understand quoting: they are restricted to characters that need none.
+SlurmWord = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.,:+=@%/\[\]-]+$")]
+EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+AbsPath = Annotated[str, StringConstraints(pattern=r"^/[^\x00\n]*$")]
+Size = Annotated[str, StringConstraints(pattern=r"^[0-9]+[kKmMgGtT]?[bB]?$")]
+SlurmTime = Annotated[
+    str,
+    StringConstraints(
+        pattern=r"^(UNLIMITED|INFINITE|[0-9]+|[0-9]+:[0-9]{2}(:[0-9]{2})?|[0-9]+-[0-9]+(:[0-9]{2}){0,2})$"
+    ),
+]
+Port = Annotated[int, Field(ge=1024, le=65535)]
+ImageRef = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/@-]*$")]
+Scalar = str | int | float | bool | None
+OverrideValue = Scalar | list[Scalar]
+
+
+class Section(BaseModel):
+    """Base for every section: unknown keys are errors, never silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+
+class SlurmSpec(Section):
+    """What goes into the #SBATCH header."""
+
+    job_name: SlurmWord = Field("clusterctl", description="sbatch --job-name")
+    partition: SlurmWord | None = Field(None, description="sbatch --partition")
+    account: SlurmWord | None = Field(None, description="sbatch --account")
+    qos: SlurmWord | None = Field(None, description="sbatch --qos")
+    time: SlurmTime = Field("01:00:00", description="sbatch --time (walltime limit)")
+    nodes: int = Field(1, ge=1, le=4096, description="number of nodes, one container per node")
+    gpus_per_node: int | None = Field(
+        None, ge=0, le=64, description="GPUs per node; default from hardware.preset"
+    )
+    gpu_request: Literal["gpus-per-node", "gres"] = Field(
+        "gpus-per-node",
+        description="render the GPU request as --gpus-per-node=N or --gres=gpu:N (clusters differ)",
+    )
+    gres_type: SlurmWord | None = Field(
+        None, description="GPU type in the gres string: --gres=gpu:TYPE:N"
+    )
+    cpus_per_task: int | None = Field(
+        None, ge=1, le=1024, description="sbatch --cpus-per-task (one task per node)"
+    )
+    mem: Size | None = Field(None, description="sbatch --mem per node, e.g. 0 (all) or 512G")
+    exclusive: bool = Field(True, description="sbatch --exclusive")
+    nodelist: SlurmWord | None = Field(None, description="sbatch --nodelist, e.g. gpu-[0-1]")
+    exclude: SlurmWord | None = Field(None, description="sbatch --exclude")
+    constraint: SlurmWord | None = Field(None, description="sbatch --constraint")
+    output: SlurmWord = Field("clusterctl-%x-%j.out", description="sbatch --output")
+    error: SlurmWord | None = Field(None, description="sbatch --error (default: with output)")
+    signal_grace: int = Field(
+        120,
+        ge=10,
+        le=3600,
+        description="seconds before the time limit at which the script is told to clean up",
+    )
+    extra: list[Annotated[str, StringConstraints(pattern=r"^--?[A-Za-z][^\n\r]*$")]] = Field(
+        default_factory=list,
+        description="extra #SBATCH options; options clusterctl sets itself are refused",
+    )
+
+
+class HardwareSpec(Section):
+    """The kind of node: decides vendor, devices, visibility variables and NCCL/RCCL defaults."""
+
+    preset: PresetName = Field("none", description="mi300x, mi250x, h100, h800, a100 or none")
+
+
+class VersionsSpec(Section):
+    """Versions of the software stack in the image: used by the build and by the lint rules."""
+
+    ray: str = Field("2.60.0", description="ray[default] version, the same on every node")
+    python: str = Field("3.11", description="Python in the image")
+    torch: str | None = Field(None, description="PyTorch version")
+    vllm: str | None = Field(None, description="vLLM version")
+    verl: str | None = Field(None, description="verl version")
+    openrlhf: str | None = Field(None, description="OpenRLHF version")
+    rocm: str | None = Field(None, description="ROCm version (AMD presets)")
+    cuda: str | None = Field(None, description="CUDA version (NVIDIA presets)")
+
+
+class BuildSpec(Section):
+    """An image build rendered into the bundle as a Dockerfile."""
+
+    base_image: ImageRef | None = Field(
+        None, description="FROM image; default per Dockerfile flavour"
+    )
+    dockerfile: Literal["rocm", "cuda", "cpu"] | None = Field(
+        None, description="which Dockerfile template; default from hardware.preset"
+    )
+    wheelhouse: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$")] | None = Field(
+        None,
+        description="directory of wheels (relative to the build context) installed with "
+        "pip --no-index: offline builds for air-gapped clusters",
+    )
+    pip_packages: list[str] = Field(
+        default_factory=list, description="extra pip requirements installed in the image"
+    )
+
+
+class MountSpec(Section):
+    source: AbsPath = Field(description="host path")
+    target: AbsPath = Field(description="path inside the container")
+    read_only: bool = False
+
+
+class ContainerSpec(Section):
+    """One container per node."""
+
+    runtime: Literal["docker"] = Field("docker", description="container runtime")
+    image: ImageRef = Field(
+        description="image reference, the same on every node"
+    )
+    pull: Literal["always", "if-missing", "never", "load"] = Field(
+        "if-missing",
+        description="always pull, pull if missing, never pull (fail if missing), or docker "
+        "load a tarball from shared storage",
+    )
+    load_from: AbsPath | None = Field(None, description="image tarball for pull: load")
+    build: BuildSpec | None = Field(None, description="render a Dockerfile into the bundle")
+    mounts: list[MountSpec] = Field(default_factory=list, description="bind mounts")
+    workdir: AbsPath | None = Field(None, description="working directory in the container")
+    shm_size: Size | None = Field(None, description="--shm-size; default from the preset")
+    env: dict[EnvName, Scalar] = Field(
+        default_factory=dict, description="literal environment values (no secrets here)"
+    )
+    env_passthrough: list[EnvName] = Field(
+        default_factory=list,
+        description="names passed through from the submitting environment (secrets such as "
+        "WANDB_API_KEY, HF_TOKEN): never written into files",
+    )
+    devices: list[AbsPath] | None = Field(
+        None,
+        description="device nodes; default from the preset, plus /dev/infiniband on ib/roce",
+    )
+    group_add: list[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]+$")]] | None = Field(
+        None, description="supplementary groups; default from the preset (video on AMD)"
+    )
+    extra_args: list[str] = Field(
+        default_factory=list,
+        description="extra docker run arguments; ones clusterctl controls are refused",
+    )
+    prepare_deadline: int = Field(
+        1800,
+        ge=10,
+        le=86400,
+        description="seconds for the preflight step on every node, image pull or load included",
+    )
+    cleanup_deadline: int = Field(
+        60, ge=5, le=600, description="seconds for removing the containers at the end"
+    )
+
+
+class NetworkSpec(Section):
+    """How nodes talk to each other."""
+
+    fabric: Literal["ib", "roce", "ethernet"] | None = Field(
+        None, description="ib, roce or ethernet; default from the preset"
+    )
+    hcas: list[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]+$")]] = Field(
+        default_factory=list, description="HCAs for NCCL_IB_HCA, e.g. mlx5_0"
+    )
+    gid_index: int | None = Field(None, ge=0, le=255, description="NCCL_IB_GID_INDEX")
+    socket_ifname: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:^=,-]+$")] | None = (
+        Field(
+            None,
+            description="interface for NCCL/GLOO bootstrap and for the node addresses Ray uses",
+        )
+    )
+    nccl_env: dict[EnvName, Scalar] = Field(
+        default_factory=dict, description="extra NCCL_* / RCCL_* variables"
+    )
+    allow_loopback: bool = Field(
+        False,
+        description="accept a loopback node address: only for single-host dev clusters where "
+        "every SLURM node is the same machine",
+    )
+
+
+class RaySpec(Section):
+    """The Ray cluster inside the containers."""
+
+    head_port: Port = Field(6379, description="GCS port on the head")
+    dashboard_port: Port = Field(8265, description="dashboard / job submission port")
+    client_port: Port = Field(10001, description="Ray client server port")
+    node_manager_port: Port | None = Field(None, description="fixed raylet port")
+    object_manager_port: Port | None = Field(None, description="fixed object manager port")
+    min_worker_port: Port | None = Field(None, description="lowest worker port")
+    max_worker_port: Port | None = Field(None, description="highest worker port")
+    temp_dir: AbsPath = Field("/tmp/ray", description="node-local Ray temp dir in the container")
+    num_cpus: int | None = Field(
+        None, ge=1, description="CPUs Ray offers per node; default slurm.cpus_per_task"
+    )
+    num_gpus: int | None = Field(
+        None, ge=0, description="GPUs Ray offers per node; default slurm.gpus_per_node"
+    )
+    start_deadline: int = Field(120, ge=5, le=3600, description="seconds for the head to answer")
+    join_deadline: int = Field(
+        300, ge=5, le=7200, description="seconds for every node to join Ray"
+    )
+    join_retries: int = Field(3, ge=1, le=20, description="ray start attempts per worker")
+
+
+class SelftestSpec(Section):
+    """Connectivity self-test between the nodes before the workload starts."""
+
+    enabled: bool = True
+    deadline: int = Field(120, ge=5, le=3600, description="seconds for the whole self-test")
+    backend: Literal["gloo", "nccl"] = Field("gloo", description="collective backend tested")
+    size_mb: int = Field(16, ge=1, le=16384, description="all-reduce message size")
+    min_busbw_gbps: float = Field(
+        0.0, ge=0, description="fail below this all-reduce bus bandwidth (0: only report)"
+    )
+
+
+class VerlWorkload(Section):
+    framework: Literal["verl"]
+    entrypoint: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$")] = Field(
+        "verl.trainer.main_ppo", description="module run with python -m"
+    )
+    overrides: dict[str, OverrideValue] = Field(
+        default_factory=dict,
+        description="Hydra overrides; trainer.nnodes and trainer.n_gpus_per_node are set "
+        "from the slurm section",
+    )
+
+
+class OpenRLHFWorkload(Section):
+    framework: Literal["openrlhf"]
+    entrypoint: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$")] = Field(
+        "openrlhf.cli.train_ppo_ray", description="module run with python -m"
+    )
+    args: dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]+$")], OverrideValue] = (
+        Field(
+            default_factory=dict,
+            description="arguments as name: value (true adds a bare flag, false omits it)",
+        )
+    )
+    runtime_env: dict[str, Any] = Field(
+        default_factory=dict, description="Ray runtime_env for ray job submit"
+    )
+
+
+class CommandWorkload(Section):
+    framework: Literal["command"]
+    command: str | list[str] = Field(
+        description="run in the head container once the cluster is ready; a string runs "
+        "under bash -c inside the container, a list is the argv"
+    )
+
+
+Workload = Annotated[
+    VerlWorkload | OpenRLHFWorkload | CommandWorkload, Field(discriminator="framework")
+]
+
+
+class LogsSpec(Section):
+    dir: Annotated[str, StringConstraints(pattern=r"^[^\x00\n]+$")] = Field(
+        "clusterctl-logs", description="log root (relative to the submit directory)"
+    )
+    copy_node_logs: Literal["always", "on-failure", "never"] = Field(
+        "on-failure", description="copy each node's Ray and container logs back"
+    )
+
+
+class LintSpec(Section):
+    allow: list[str] = Field(
+        default_factory=list, description="ids of lint rules allowed to fail for this spec"
+    )
+
+
+class JobSpec(Section):
+    """A multi-node RL post-training job."""
+
+    slurm: SlurmSpec = Field(default_factory=SlurmSpec)  # type: ignore[arg-type]
+    hardware: HardwareSpec = Field(default_factory=HardwareSpec)  # type: ignore[arg-type]
+    versions: VersionsSpec = Field(default_factory=VersionsSpec)  # type: ignore[arg-type]
+    container: ContainerSpec
+    network: NetworkSpec = Field(default_factory=NetworkSpec)  # type: ignore[arg-type]
+    ray: RaySpec = Field(default_factory=RaySpec)  # type: ignore[arg-type]
+    selftest: SelftestSpec = Field(default_factory=SelftestSpec)  # type: ignore[arg-type]
+    workload: Workload
+    logs: LogsSpec = Field(default_factory=LogsSpec)  # type: ignore[arg-type]
+    lint: LintSpec = Field(default_factory=LintSpec)
+
+    @model_validator(mode="after")
+    def resolve_defaults(self) -> JobSpec:
+        """Fill defaults that come from other sections; explicit values are kept."""
+        preset = PRESETS[self.hardware.preset]
+        if self.slurm.gpus_per_node is None:
+            self.slurm.gpus_per_node = preset.gpus_per_node
+        if self.ray.num_gpus is None:
+            self.ray.num_gpus = self.slurm.gpus_per_node
+        if self.ray.num_cpus is None and self.slurm.cpus_per_task is not None:
+            self.ray.num_cpus = self.slurm.cpus_per_task
+        if self.network.fabric is None:
+            self.network.fabric = preset.default_fabric
+        c = self.container
+        if c.shm_size is None:
+            c.shm_size = preset.shm_size
+        if c.devices is None:
+            devices = list(preset.devices)
+            if self.network.fabric in ("ib", "roce"):
+                devices.append(INFINIBAND_DEVICE)
+            c.devices = devices
+        if c.group_add is None:
+            c.group_add = list(preset.group_add)
+        if c.build is not None and c.build.dockerfile is None:
+            c.build.dockerfile = preset.dockerfile
+        return self
+
+
+def spec_json_schema() -> dict[str, Any]:
+    """The JSON Schema of the spec, for editors (yaml-language-server) and docs."""
+    schema = JobSpec.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "clusterctl job spec"
+    return schema
+
+
+_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
+
+
+def looks_like_secret(name: str) -> bool:
+    """True for environment names that conventionally carry credentials."""
+    return bool(_SECRET_NAME.search(name))

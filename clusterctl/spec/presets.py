@@ -1,0 +1,108 @@
+"""GPU presets: what a kind of node implies for devices, visibility and collective settings.
+
+A preset is the single place where vendor knowledge lives, in the spirit of TorchX's
+``DEVICES`` table: the spec names a preset, the renderer asks it for device nodes,
+groups, docker flags and environment defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Vendor = Literal["amd", "nvidia", "none"]
+PresetName = Literal["mi300x", "mi250x", "h100", "h800", "a100", "none"]
+
+# Ray moved AMD GPU masking from ROCR_VISIBLE_DEVICES to HIP_VISIBLE_DEVICES in 2.45
+# (ray-project/ray#53737, verl #1399/#1471): the "do not touch visibility" switch follows it.
+RAY_HIP_SWITCH = (2, 45)
+
+# RCCL/NCCL settings that the seeds' verl-on-AMD guide and verl's AMD docs use on MI300.
+_AMD_COLLECTIVE_ENV = {
+    "HSA_NO_SCRATCH_RECLAIM": "1",
+    "RCCL_MSCCL_ENABLE": "0",
+    "TORCH_NCCL_HIGH_PRIORITY": "1",
+    "GPU_MAX_HW_QUEUES": "2",
+    "NCCL_CUMEM_ENABLE": "0",
+}
+_NVIDIA_COLLECTIVE_ENV = {
+    "NCCL_CUMEM_ENABLE": "0",
+    "CUDA_DEVICE_MAX_CONNECTIONS": "1",
+}
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Facts about one kind of GPU node."""
+
+    name: PresetName
+    vendor: Vendor
+    gpus_per_node: int
+    devices: tuple[str, ...] = ()
+    group_add: tuple[str, ...] = ()
+    docker_gpu_flags: tuple[str, ...] = ()
+    dockerfile: Literal["rocm", "cuda", "cpu"] = "cpu"
+    default_fabric: Literal["ib", "roce", "ethernet"] = "ethernet"
+    shm_size: str = "2g"
+    collective_env: dict[str, str] = field(default_factory=dict)
+    visibility_vars: tuple[str, ...] = ()
+    min_rocm: tuple[int, int] | None = None
+
+    def ray_noset_var(self, ray_version: tuple[int, ...] | None) -> str | None:
+        """The RAY_EXPERIMENTAL_NOSET_* variable that keeps Ray from rewriting GPU visibility."""
+        if self.vendor == "nvidia":
+            return "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"
+        if self.vendor == "amd":
+            if ray_version is not None and ray_version[:2] < RAY_HIP_SWITCH:
+                return "RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES"
+            return "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES"
+        return None
+
+
+_AMD = {
+    "vendor": "amd",
+    "devices": ("/dev/kfd", "/dev/dri"),
+    "group_add": ("video",),
+    "dockerfile": "rocm",
+    "default_fabric": "ib",
+    "shm_size": "128g",
+    "collective_env": _AMD_COLLECTIVE_ENV,
+    "visibility_vars": ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"),
+}
+_NVIDIA = {
+    "vendor": "nvidia",
+    "docker_gpu_flags": ("--gpus", "all"),
+    "dockerfile": "cuda",
+    "default_fabric": "ib",
+    "shm_size": "64g",
+    "collective_env": _NVIDIA_COLLECTIVE_ENV,
+    "visibility_vars": ("CUDA_VISIBLE_DEVICES",),
+}
+
+PRESETS: dict[str, Preset] = {
+    "mi300x": Preset(name="mi300x", gpus_per_node=8, min_rocm=(6, 2), **_AMD),  # type: ignore[arg-type]
+    "mi250x": Preset(name="mi250x", gpus_per_node=8, **_AMD),  # type: ignore[arg-type]
+    "h100": Preset(name="h100", gpus_per_node=8, **_NVIDIA),  # type: ignore[arg-type]
+    "h800": Preset(name="h800", gpus_per_node=8, **_NVIDIA),  # type: ignore[arg-type]
+    "a100": Preset(name="a100", gpus_per_node=8, **_NVIDIA),  # type: ignore[arg-type]
+    "none": Preset(name="none", vendor="none", gpus_per_node=0),
+}
+
+INFINIBAND_DEVICE = "/dev/infiniband"
+
+
+def parse_version(text: str | None) -> tuple[int, ...] | None:
+    """'2.45.0' -> (2, 45, 0); tolerant of suffixes such as '0.6.4.post1' or '6.2.0-rc1'."""
+    if not text:
+        return None
+    parts: list[int] = []
+    for piece in text.replace("-", ".").split("."):
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts) or None
