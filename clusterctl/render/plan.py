@@ -158,7 +158,7 @@ def docker_run_args(spec: JobSpec, env: dict[str, str]) -> list[str]:
     c = spec.container
     preset = PRESETS[spec.hardware.preset]
     args = ["--detach", "--init", "--network", "host", "--ipc", "host",
-            "--shm-size", str(c.shm_size), "--ulimit", "nofile=65536:65536"]
+            "--shm-size", str(c.shm_size)]
     for device in c.devices or []:
         args += ["--device", f"{device}:{device}"]
     for group in c.group_add or []:

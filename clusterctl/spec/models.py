@@ -186,6 +186,11 @@ class NetworkSpec(Section):
             description="interface for NCCL/GLOO bootstrap and for the node addresses Ray uses",
         )
     )
+    address_source: Literal["interface", "slurm"] = Field(
+        "interface",
+        description="where a node's address comes from: the IPv4 of socket_ifname (or the "
+        "first global address), or the NodeAddr SLURM has for the node",
+    )
     nccl_env: dict[EnvName, Scalar] = Field(
         default_factory=dict, description="extra NCCL_* / RCCL_* variables"
     )

@@ -1,0 +1,1 @@
+"""A real SLURM + Docker cluster on one host (``clusterctl dev-cluster``)."""

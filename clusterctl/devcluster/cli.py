@@ -1,0 +1,65 @@
+"""``clusterctl dev-cluster up|down|status``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from clusterctl.errors import UsageError
+
+
+def _say(message: str) -> None:
+    click.echo(f"dev-cluster: {message}", err=True)
+
+
+@click.group("dev-cluster")
+def dev_cluster() -> None:
+    """A real SLURM + Docker + Ray cluster on this host (root), for trying clusterctl."""
+
+
+@dev_cluster.command()
+@click.option("--nodes", type=click.IntRange(1, 16), default=4, show_default=True)
+@click.option("--install/--no-install", default=True, show_default=True,
+              help="apt-get install missing packages (slurm-wlm, munge, docker.io, debootstrap).")
+@click.option("--image/--no-image", default=True, show_default=True,
+              help="Build the CPU image clusterctl/dev:latest if it is missing.")
+def up(nodes: int, install: bool, image: bool) -> None:
+    """Start munge, dockerd, slurmctld and N slurmd; build the image. Idempotent."""
+    from clusterctl.devcluster import cluster
+
+    try:
+        cluster.up(nodes, _say, install=install, image=image)
+    except UsageError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+
+
+@dev_cluster.command()
+def down() -> None:
+    """Cancel jobs, stop SLURM, remove clusterctl containers."""
+    from clusterctl.devcluster import cluster
+
+    try:
+        cluster.down(_say)
+    except UsageError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+
+
+@dev_cluster.command()
+def status() -> None:
+    """What runs: munge, dockerd, slurmctld, nodes, image. Exit 1 unless all are up."""
+    from clusterctl.devcluster import cluster
+
+    st = cluster.status()
+    rows = [("munge", st.munge), ("docker (host networking)", st.docker and not st.docker_bridges),
+            ("slurmctld", st.slurmctld), (f"image {cluster.DEV_IMAGE}", st.image)]
+    for name, good in rows:
+        click.echo(f"{'ok  ' if good else 'DOWN'} {name}")
+    for node, state in sorted(st.nodes.items()):
+        click.echo(f"{'ok  ' if state.rstrip('*~#') in ('idle', 'mix', 'alloc') else 'DOWN'} "
+                   f"{node}: {state}")
+    click.echo(f"SLURM_CONF={cluster.SLURM_CONF}")
+    healthy = all(good for _, good in rows) and bool(st.nodes)
+    sys.exit(0 if healthy else 1)

@@ -1,0 +1,408 @@
+"""A real SLURM + Docker cluster on one host, for trying clusterctl and for its tests.
+
+One slurmctld and N slurmd (each a SLURM node, all on this host), munge, a Docker engine with
+host networking only (``--bridge=none --iptables=false``), and a CPU-only image with Python,
+ray[default] and torch built without any registry: a debootstrap base plus a wheelhouse
+downloaded beforehand, installed with ``pip --no-index`` through clusterctl's own
+Dockerfile.cpu template.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from clusterctl.errors import UsageError
+
+STATE_DIR = Path(os.environ.get("CLUSTERCTL_DEV_DIR", "/var/tmp/clusterctl-dev"))
+CACHE_DIR = Path(os.environ.get("CLUSTERCTL_CACHE_DIR", Path.home() / ".cache" / "clusterctl"))
+SLURM_CONF = STATE_DIR / "slurm.conf"
+SYSTEM_SLURM_CONF = Path("/etc/slurm/slurm.conf")
+DEV_IMAGE = "clusterctl/dev:latest"
+BASE_IMAGE = "clusterctl/debian-base:bookworm"
+RAY_VERSION = "2.60.0"
+TORCH_VERSION = "2.13.0"
+CTLD_PORT, SLURMD_DEFAULT_PORT, SLURMD_PORT_BASE = 16817, 16818, 17001
+APT_PACKAGES = ("slurm-wlm", "munge", "docker.io", "debootstrap", "iproute2", "procps")
+BINARIES = {"munged": "munge", "slurmctld": "slurm-wlm", "slurmd": "slurm-wlm",
+            "sbatch": "slurm-wlm", "dockerd": "docker.io", "debootstrap": "debootstrap",
+            "ip": "iproute2"}
+MARKER = "# managed by clusterctl dev-cluster"
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Status:
+    munge: bool
+    docker: bool
+    docker_bridges: list[str]
+    slurmctld: bool
+    nodes: dict[str, str]
+    image: bool
+
+
+def run(cmd: Sequence[str], check: bool = True, timeout: float | None = 120,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(cmd), check=check, text=True, capture_output=True,
+                          timeout=timeout, env=env)
+
+
+def ok(cmd: Sequence[str], timeout: float = 20) -> bool:
+    try:
+        return run(cmd, check=False, timeout=timeout).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def wait_until(check: Callable[[], bool], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            raise UsageError(f"{what} did not happen within {seconds:.0f}s")
+        time.sleep(0.3)
+
+
+def spawn(cmd: Sequence[str], log: Path) -> int:
+    """Start a daemon detached from this process; returns its pid."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        proc = subprocess.Popen(list(cmd), stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    return proc.pid
+
+
+def slurm_env() -> dict[str, str]:
+    return {**os.environ, "SLURM_CONF": str(SLURM_CONF)}
+
+
+# ---- checks ---------------------------------------------------------------------------------
+
+
+def missing_binaries() -> dict[str, str]:
+    return {b: pkg for b, pkg in BINARIES.items() if shutil.which(b) is None}
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise UsageError("dev-cluster needs root: slurmd, munged and dockerd run as root")
+
+
+def install_packages(say: Say) -> None:
+    missing = missing_binaries()
+    if not missing:
+        return
+    if shutil.which("apt-get") is None:
+        raise UsageError("missing " + ", ".join(sorted(missing)) + " and no apt-get to install "
+                         "them; install packages " + " ".join(sorted(set(missing.values()))))
+    say(f"installing {' '.join(APT_PACKAGES)} with apt-get")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    run(["apt-get", "update", "-qq"], timeout=600, env=env)
+    run(["apt-get", "install", "-y", "-qq", *APT_PACKAGES], timeout=1800, env=env)
+    still = missing_binaries()
+    if still:
+        raise UsageError(f"apt-get ran but these are still missing: {', '.join(sorted(still))}")
+
+
+# ---- munge ----------------------------------------------------------------------------------
+
+
+def _munge_roundtrip() -> bool:
+    try:
+        token = run(["munge", "-n"], check=False, timeout=10)
+        if token.returncode != 0:
+            return False
+        back = subprocess.run(["unmunge"], input=token.stdout, text=True, capture_output=True,
+                              timeout=10, check=False)
+        return back.returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def start_munge(say: Say) -> None:
+    if _munge_roundtrip():
+        return
+    key = Path("/etc/munge/munge.key")
+    if not key.exists():
+        key.parent.mkdir(parents=True, exist_ok=True)
+        key.write_bytes(os.urandom(1024))
+        shutil.chown(key, "munge", "munge")
+        key.chmod(0o400)
+    run_dir = Path("/run/munge")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    shutil.chown(run_dir, "munge", "munge")
+    say("starting munged")
+    run(["runuser", "-u", "munge", "--", "munged", "--force"], timeout=30)
+    wait_until(_munge_roundtrip, 20, "munge answering")
+
+
+# ---- docker ---------------------------------------------------------------------------------
+
+
+def docker_ok() -> bool:
+    return ok(["docker", "info"], timeout=15)
+
+
+def docker_bridges() -> list[str]:
+    try:
+        out = run(["docker", "network", "ls", "--format", "{{.Driver}} {{.Name}}"], check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.split()[1] for line in out.stdout.splitlines() if line.startswith("bridge ")]
+
+
+def start_docker(say: Say) -> None:
+    if docker_ok():
+        bridges = docker_bridges()
+        if bridges:
+            say(f"warning: the running Docker engine has bridge networks ({', '.join(bridges)}); "
+                "clusterctl uses host networking only")
+        return
+    say("starting dockerd (--bridge=none --iptables=false, host networking only)")
+    spawn(["dockerd", "--bridge=none", "--iptables=false", "--ip-masq=false"],
+          STATE_DIR / "log" / "dockerd.log")
+    wait_until(docker_ok, 60, "dockerd answering")
+
+
+# ---- slurm ----------------------------------------------------------------------------------
+
+
+def node_addr(index: int) -> str:
+    """Node K's address: its own loopback address, so Ray sees N distinct node IPs.
+
+    127.0.0.1 itself is avoided: Ray rewrites "127.0.0.1" and "localhost" to the host's
+    external address when a driver connects, which would send test traffic off loopback.
+    """
+    return f"127.0.1.{index}"
+
+
+def slurm_conf(nodes: int) -> str:
+    """slurm.conf for N nodes on this host (the configuration checked in shared/notes)."""
+    d = STATE_DIR
+    node_lines = "\n".join(
+        f"NodeName=node{i} NodeHostname=localhost NodeAddr={node_addr(i)} "
+        f"Port={SLURMD_PORT_BASE + i - 1} CPUs=2 RealMemory=4000 State=UNKNOWN"
+        for i in range(1, nodes + 1))
+    return f"""{MARKER}
+ClusterName=dev
+SlurmctldHost=localhost
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort={CTLD_PORT}
+SlurmdPort={SLURMD_DEFAULT_PORT}
+AuthType=auth/munge
+StateSaveLocation={d}/state
+SlurmdSpoolDir={d}/spool/%n
+SlurmctldPidFile={d}/slurmctld.pid
+SlurmdPidFile={d}/slurmd-%n.pid
+SlurmctldLogFile={d}/log/slurmctld.log
+SlurmdLogFile={d}/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+MpiDefault=none
+KillWait=30
+{node_lines}
+PartitionName=debug Nodes=node[1-{nodes}] Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
+"""
+
+
+def node_states() -> dict[str, str]:
+    try:
+        out = run(["sinfo", "-h", "-N", "-o", "%N %t"], check=False, timeout=15, env=slurm_env())
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    if out.returncode != 0:
+        return {}
+    states: dict[str, str] = {}
+    for line in out.stdout.splitlines():
+        name, _, state = line.partition(" ")
+        states[name] = state.strip()
+    return states
+
+
+def slurmctld_ok() -> bool:
+    return ok(["scontrol", "ping"], timeout=10) and bool(node_states()) if SLURM_CONF.exists() \
+        else False
+
+
+def _pids(pattern: str) -> list[int]:
+    out = run(["pgrep", "-f", pattern], check=False)
+    return [int(p) for p in out.stdout.split()]
+
+
+def stop_slurm() -> None:
+    for pattern in (f"slurmd -f {SLURM_CONF}", f"slurmctld -f {SLURM_CONF}"):
+        for pid in _pids(pattern):
+            try:
+                os.kill(pid, 15)
+            except ProcessLookupError:
+                pass
+    wait_until(lambda: not _pids(f"slurm.* -f {SLURM_CONF}"), 30, "SLURM daemons stopping")
+
+
+def link_system_conf(say: Say) -> None:
+    """Let plain `sbatch` find the dev cluster: /etc/slurm/slurm.conf -> ours, if free."""
+    target = SYSTEM_SLURM_CONF
+    if target.is_symlink() and target.resolve() == SLURM_CONF.resolve():
+        return
+    if target.exists() or target.is_symlink():
+        say(f"note: {target} exists; export SLURM_CONF={SLURM_CONF} to use the dev cluster")
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.symlink_to(SLURM_CONF)
+
+
+def start_slurm(nodes: int, say: Say) -> None:
+    os.environ["SLURM_CONF"] = str(SLURM_CONF)
+    wanted = slurm_conf(nodes)
+    current = SLURM_CONF.read_text() if SLURM_CONF.exists() else ""
+    if current != wanted:
+        if current:
+            say("node count changed: restarting SLURM")
+            stop_slurm()
+        for sub in ("state", "log", "spool"):
+            (STATE_DIR / sub).mkdir(parents=True, exist_ok=True)
+        SLURM_CONF.write_text(wanted)
+    link_system_conf(say)
+    if not _pids(f"slurmctld -f {SLURM_CONF}"):
+        say("starting slurmctld")
+        run(["slurmctld", "-f", str(SLURM_CONF)], timeout=30)
+    names = [f"node{i}" for i in range(1, nodes + 1)]
+    for name in names:
+        if not _pids(f"slurmd -f {SLURM_CONF} -N {name}$"):
+            run(["slurmd", "-f", str(SLURM_CONF), "-N", name], timeout=30)
+    say(f"waiting for {nodes} SLURM nodes")
+
+    def all_idle() -> bool:
+        states = node_states()
+        bad = [n for n in names if states.get(n, "").rstrip("*~#") in ("down", "drain", "drng")]
+        if bad:
+            run(["scontrol", "update", f"nodename={','.join(bad)}", "state=resume"], check=False)
+        return all(states.get(n, "").rstrip("*~#") in ("idle", "mix", "alloc") for n in names)
+
+    wait_until(all_idle, 90, f"{nodes} SLURM nodes becoming idle")
+
+
+# ---- image ----------------------------------------------------------------------------------
+
+
+def image_ok(image: str = DEV_IMAGE) -> bool:
+    return ok(["docker", "image", "inspect", image])
+
+
+def wheelhouse(say: Say) -> Path:
+    """ray[default] and torch wheels for Python 3.11, downloaded once."""
+    wheels = CACHE_DIR / "wheels"
+    stamp = wheels / f".complete-ray{RAY_VERSION}-torch{TORCH_VERSION}"
+    if stamp.exists():
+        return wheels
+    wheels.mkdir(parents=True, exist_ok=True)
+    say(f"downloading wheels for ray[default]=={RAY_VERSION} and torch=={TORCH_VERSION}")
+    run(["python3", "-m", "pip", "download", "-q", "-d", str(wheels), "--python-version", "3.11",
+         "--only-binary=:all:", f"ray[default]=={RAY_VERSION}", f"torch=={TORCH_VERSION}"],
+        timeout=1800)
+    stamp.touch()
+    return wheels
+
+
+def base_image(say: Say) -> None:
+    if image_ok(BASE_IMAGE):
+        return
+    rootfs = STATE_DIR / "rootfs"
+    if not (rootfs / "usr" / "bin" / "python3").exists():
+        shutil.rmtree(rootfs, ignore_errors=True)
+        say("debootstrap: a minimal Debian bookworm with python3 (about a minute)")
+        run(["debootstrap", "--variant=minbase", "--include=python3,python3-venv,procps,iproute2",
+             "bookworm", str(rootfs), "http://deb.debian.org/debian"], timeout=1800)
+    say(f"importing {BASE_IMAGE}")
+    tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+    subprocess.run(["docker", "import", "-", BASE_IMAGE], stdin=tar.stdout, check=True,
+                   capture_output=True, timeout=600)
+    tar.wait()
+
+
+def dev_image_dockerfile() -> str:
+    """Dockerfile.cpu rendered by clusterctl itself, with the wheelhouse as its only source."""
+    from clusterctl.render.bundle import render_bundle
+    from clusterctl.spec.models import JobSpec
+
+    spec = JobSpec.model_validate({
+        "versions": {"ray": RAY_VERSION, "torch": TORCH_VERSION},
+        "container": {"image": DEV_IMAGE, "build": {
+            "dockerfile": "cpu", "base_image": BASE_IMAGE, "wheelhouse": "wheels"}},
+        "workload": {"framework": "command", "command": "true"},
+    })
+    return render_bundle(spec).files["Dockerfile.cpu"].content
+
+
+def build_image(say: Say, force: bool = False) -> None:
+    if image_ok() and not force:
+        return
+    base_image(say)
+    wheels = wheelhouse(say)
+    context = STATE_DIR / "build"
+    shutil.rmtree(context, ignore_errors=True)
+    (context / "wheels").mkdir(parents=True)
+    for wheel in wheels.glob("*.whl"):
+        try:
+            os.link(wheel, context / "wheels" / wheel.name)  # same file system: no copy
+        except OSError:
+            shutil.copy2(wheel, context / "wheels" / wheel.name)
+    (context / "Dockerfile").write_text(dev_image_dockerfile())
+    say(f"building {DEV_IMAGE} offline from the wheelhouse")
+    run(["docker", "build", "-q", "-t", DEV_IMAGE, str(context)], timeout=1800)
+    shutil.rmtree(context, ignore_errors=True)
+
+
+# ---- the commands ---------------------------------------------------------------------------
+
+
+def up(nodes: int, say: Say, install: bool = True, image: bool = True) -> None:
+    """Bring the cluster up, starting only what is not running yet."""
+    require_root()
+    if install:
+        install_packages(say)
+    missing = missing_binaries()
+    if missing:
+        raise UsageError("missing " + ", ".join(sorted(missing)) + "; install packages "
+                         + " ".join(sorted(set(missing.values()))) + " (or drop --no-install)")
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    start_munge(say)
+    start_docker(say)
+    start_slurm(nodes, say)
+    if image:
+        build_image(say)
+    say(f"dev cluster up: {nodes} nodes, SLURM_CONF={SLURM_CONF}, image {DEV_IMAGE}")
+
+
+def down(say: Say) -> None:
+    """Cancel jobs, stop the SLURM daemons and remove clusterctl containers."""
+    require_root()
+    if SLURM_CONF.exists():
+        ok(["scancel", "--full", "-u", "root"])
+        stop_slurm()
+    if docker_ok():
+        ids = run(["docker", "ps", "-aq", "--filter", "label=clusterctl.job"], check=False)
+        if ids.stdout.split():
+            run(["docker", "rm", "-f", *ids.stdout.split()], check=False)
+    say("dev cluster down (munged and dockerd left running)")
+
+
+def status() -> Status:
+    return Status(
+        munge=_munge_roundtrip(),
+        docker=docker_ok(),
+        docker_bridges=docker_bridges() if docker_ok() else [],
+        slurmctld=bool(_pids(f"slurmctld -f {SLURM_CONF}")),
+        nodes=node_states() if SLURM_CONF.exists() else {},
+        image=image_ok() if docker_ok() else False,
+    )
