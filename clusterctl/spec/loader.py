@@ -190,7 +190,12 @@ def _data_path(loc: Sequence[str | int], data: Any, missing: bool) -> list[str |
     """Drop union/tag members from a pydantic ``loc``: keep only keys present in the data."""
     out: list[str | int] = []
     node = data
+    tag_skipped = False
     for i, part in enumerate(loc):
+        if (not tag_skipped and isinstance(node, dict) and part == node.get("framework")
+                and i < len(loc) - 1):
+            tag_skipped = True
+            continue  # the tag of the workload union, not a key
         if isinstance(node, dict) and part in node:
             out.append(part)
             node = node[part]

@@ -28,6 +28,9 @@ SlurmTime = Annotated[
 ]
 Port = Annotated[int, Field(ge=1024, le=65535)]
 ImageRef = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/@-]*$")]
+# A version as pip and image tags spell it (also lands in Dockerfiles, which are line-based).
+Version = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9.+!*_-]*$")]
+OneLine = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]+$")]
 Scalar = str | int | float | bool | None
 OverrideValue = Scalar | list[Scalar]
 
@@ -88,14 +91,14 @@ class HardwareSpec(Section):
 class VersionsSpec(Section):
     """Versions of the software stack in the image: used by the build and by the lint rules."""
 
-    ray: str = Field("2.60.0", description="ray[default] version, the same on every node")
-    python: str = Field("3.11", description="Python in the image")
-    torch: str | None = Field(None, description="PyTorch version")
-    vllm: str | None = Field(None, description="vLLM version")
-    verl: str | None = Field(None, description="verl version")
-    openrlhf: str | None = Field(None, description="OpenRLHF version")
-    rocm: str | None = Field(None, description="ROCm version (AMD presets)")
-    cuda: str | None = Field(None, description="CUDA version (NVIDIA presets)")
+    ray: Version = Field("2.60.0", description="ray[default] version, the same on every node")
+    python: Version = Field("3.11", description="Python in the image")
+    torch: Version | None = Field(None, description="PyTorch version")
+    vllm: Version | None = Field(None, description="vLLM version")
+    verl: Version | None = Field(None, description="verl version")
+    openrlhf: Version | None = Field(None, description="OpenRLHF version")
+    rocm: Version | None = Field(None, description="ROCm version (AMD presets)")
+    cuda: Version | None = Field(None, description="CUDA version (NVIDIA presets)")
 
 
 class BuildSpec(Section):
@@ -112,7 +115,7 @@ class BuildSpec(Section):
         description="directory of wheels (relative to the build context) installed with "
         "pip --no-index: offline builds for air-gapped clusters",
     )
-    pip_packages: list[str] = Field(
+    pip_packages: list[OneLine] = Field(
         default_factory=list, description="extra pip requirements installed in the image"
     )
 

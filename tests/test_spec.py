@@ -1,0 +1,173 @@
+"""The spec: defaults, resolution, and every kind of bad input reported once with its line."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from clusterctl.errors import SpecError
+from clusterctl.spec import load_spec_text
+from clusterctl.spec.loader import apply_overrides
+
+MINIMAL = """\
+container:
+  image: clusterctl/dev:latest
+workload:
+  framework: command
+  command: hostname
+"""
+
+
+def problems(text: str, *overrides: str) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        load_spec_text(textwrap.dedent(text), "job.yaml", overrides)
+    return [str(p) for p in info.value.problems]
+
+
+def test_minimal_cpu_spec_resolves_every_default() -> None:
+    spec = load_spec_text(MINIMAL).spec
+    assert spec.slurm.nodes == 1
+    assert spec.slurm.gpus_per_node == 0
+    assert spec.ray.num_gpus == 0
+    assert spec.network.fabric == "ethernet"
+    assert spec.container.devices == []
+    assert spec.container.shm_size == "2g"
+
+
+def test_mi300x_preset_fills_devices_groups_and_gpus() -> None:
+    spec = load_spec_text(MINIMAL + "hardware: {preset: mi300x}\nslurm: {nodes: 2}\n").spec
+    assert spec.slurm.gpus_per_node == 8
+    assert spec.ray.num_gpus == 8
+    assert spec.container.devices == ["/dev/kfd", "/dev/dri", "/dev/infiniband"]
+    assert spec.container.group_add == ["video"]
+    assert spec.network.fabric == "ib"
+
+
+def test_ethernet_fabric_drops_infiniband_device() -> None:
+    spec = load_spec_text(MINIMAL + "hardware: {preset: h100}\nnetwork: {fabric: ethernet}\n").spec
+    assert spec.container.devices == []
+
+
+def test_explicit_values_win_over_preset() -> None:
+    spec = load_spec_text(MINIMAL + "hardware: {preset: mi300x}\nslurm: {gpus_per_node: 4}\n"
+                          "ray: {num_gpus: 2, num_cpus: 12}\n").spec
+    assert (spec.slurm.gpus_per_node, spec.ray.num_gpus, spec.ray.num_cpus) == (4, 2, 12)
+
+
+def test_cpus_per_task_becomes_ray_cpus() -> None:
+    spec = load_spec_text(MINIMAL + "slurm: {cpus_per_task: 7}\n").spec
+    assert spec.ray.num_cpus == 7
+
+
+def test_malformed_yaml_names_the_line() -> None:
+    found = problems("container:\n  image: [unclosed\nworkload: {}\n")
+    assert len(found) == 1
+    assert found[0].startswith("job.yaml:3:") and "malformed YAML" in found[0]
+
+
+@pytest.mark.parametrize("text, kind", [("- a\n- b\n", "list"), ("just text\n", "str"),
+                                        ("", "empty")])
+def test_document_must_be_a_mapping(text: str, kind: str) -> None:
+    found = problems(text)
+    assert len(found) == 1 and f"must be a YAML mapping, got {kind}" in found[0]
+
+
+def test_unknown_key_suggests_the_right_one() -> None:
+    found = problems(MINIMAL + "slurm:\n  nodez: 2\n")
+    assert found == ["job.yaml:7: slurm.nodez: unknown key; did you mean 'nodes'?"]
+
+
+def test_unknown_key_inside_workload_variant() -> None:
+    found = problems(MINIMAL.replace("command: hostname", "command: hostname\n  entrypont: x"))
+    assert len(found) == 1 and "workload.entrypont" in found[0]
+
+
+def test_unknown_top_level_section() -> None:
+    found = problems(MINIMAL + "netwrok: {}\n")
+    assert found == ["job.yaml:6: netwrok: unknown key; did you mean 'network'?"]
+
+
+def test_wrong_type_and_out_of_range_each_once() -> None:
+    found = problems(MINIMAL + "slurm:\n  nodes: zero\n  cpus_per_task: 0\n")
+    assert len(found) == 2
+    assert found[0].startswith("job.yaml:7: slurm.nodes:") and "'zero'" in found[0]
+    assert found[1].startswith("job.yaml:8: slurm.cpus_per_task:") and "greater than" in found[1]
+
+
+def test_union_field_reports_once() -> None:
+    found = problems(MINIMAL.replace("command: hostname", "command: {a: 1}"))
+    assert len(found) == 1 and found[0].startswith("job.yaml:5: workload.command:")
+
+
+def test_missing_required_field() -> None:
+    found = problems("workload: {framework: command, command: x}\n")
+    assert found == ["job.yaml:1: container: required field is missing"]
+
+
+def test_duplicate_keys_are_errors() -> None:
+    found = problems(MINIMAL + "slurm:\n  nodes: 1\n  nodes: 2\n")
+    assert found == ["job.yaml:8: slurm.nodes: duplicate key"]
+
+
+def test_sbatch_value_with_space_or_newline_is_refused() -> None:
+    found = problems(MINIMAL + "slurm:\n  partition: 'gpu --wrap=x'\n")
+    assert len(found) == 1 and "slurm.partition" in found[0]
+
+
+@pytest.mark.parametrize("section, expected", [
+    ("slurm: {nodes: 2}\nworkload:\n  framework: verl\n  overrides: {trainer.nnodes: 4}\n"
+     "hardware: {preset: h100}\n",
+     'workload.overrides["trainer.nnodes"]: trainer.nnodes=4 contradicts the allocation (2)'),
+    ("ray: {num_gpus: 4}\n", "ray.num_gpus: Ray would offer 4 GPUs per node but the job asks"),
+    ("container: {image: x, pull: load}\n", "container.load_from: pull: load needs"),
+    ("hardware: {preset: none}\nslurm: {gpus_per_node: 2}\n", "slurm.gpus_per_node: 2 GPUs"),
+    ("network: {fabric: ethernet, hcas: [mlx5_0]}\n", "network.hcas: HCAs listed"),
+    ("ray: {dashboard_port: 6379}\n", "ray.dashboard_port: port 6379 is also ray.head_port"),
+    ("slurm: {extra: ['--nodes=3']}\n", "slurm.extra[0]: --nodes is set by clusterctl"),
+    ("slurm: {extra: ['-N 3']}\n", "slurm.extra[0]: --nodes is set by clusterctl"),
+    ("container: {image: x, extra_args: ['--network=bridge']}\n",
+     "container.extra_args[0]: docker run --network is controlled by clusterctl"),
+    ("container: {image: x, extra_args: ['-dit']}\n",
+     "container.extra_args[0]: docker run --detach is controlled"),
+    ("container: {image: x, env: {A: '1'}, env_passthrough: [A]}\n",
+     "container.env.A: also listed in container.env_passthrough"),
+    ("ray: {min_worker_port: 20000}\n", "ray.max_worker_port: set min_worker_port and max"),
+])
+def test_contradictions_between_sections(section: str, expected: str) -> None:
+    base = MINIMAL
+    if section.startswith("container:"):
+        base = base.replace("container:\n  image: clusterctl/dev:latest\n", "")
+    if "workload:" in section:
+        base = base.split("workload:")[0]
+    found = problems(base + section)
+    assert len(found) == 1, found
+    assert expected in found[0]
+    assert found[0].startswith("job.yaml:")
+
+
+def test_allowed_docker_extra_args_pass() -> None:
+    spec = load_spec_text(MINIMAL.replace(
+        "  image: clusterctl/dev:latest",
+        "  image: clusterctl/dev:latest\n  extra_args: [--cap-add, SYS_ADMIN, --privileged]")).spec
+    assert spec.container.extra_args == ["--cap-add", "SYS_ADMIN", "--privileged"]
+
+
+def test_set_overrides_values_and_reports_set_as_source() -> None:
+    spec = load_spec_text(MINIMAL, "job.yaml", ["slurm.nodes=4", "ray.join_deadline=30"]).spec
+    assert spec.slurm.nodes == 4 and spec.ray.join_deadline == 30
+    found = problems(MINIMAL, "slurm.nodes=0")
+    assert found == ["--set: slurm.nodes: Input should be greater than or equal to 1 (got 0)"]
+
+
+def test_set_keeps_dotted_keys_inside_free_form_mappings() -> None:
+    data = {"workload": {"framework": "verl", "overrides": {}}}
+    apply_overrides(data, ["workload.overrides.trainer.total_epochs=3",
+                           "container.env.HF_HOME=/cache"])
+    assert data["workload"]["overrides"] == {"trainer.total_epochs": 3}
+    assert data["container"] == {"env": {"HF_HOME": "/cache"}}
+
+
+def test_set_without_equals_is_an_error() -> None:
+    found = problems(MINIMAL, "slurm.nodes")
+    assert found == ["--set: --set 'slurm.nodes': expected KEY.PATH=VALUE"]
