@@ -24,17 +24,25 @@ workload:
 workload:
   framework: openrlhf
   entrypoint: openrlhf.cli.train_ppo_ray
-  # Arguments as name: value; true adds a bare flag, false leaves it out.
+  # Arguments as name: value; true adds a bare flag, false leaves it out. OpenRLHF >= 0.10.2
+  # spells them with dots. Every model is colocated on all {gpus} GPUs of the job.
   args:
-    pretrain: /models/Llama-3-8B-Instruct
-    reward_pretrain: /models/Llama-3-8B-rm
-    actor_num_nodes: 1
-    actor_num_gpus_per_node: 4
-    ref_num_nodes: 1
-    ref_num_gpus_per_node: 4
-    colocate_actor_ref: true
-    vllm_num_engines: 2
-    vllm_tensor_parallel_size: 2
+    actor.model_name_or_path: /models/Llama-3-8B-Instruct
+    reward.model_name_or_path: /models/Llama-3-8B-RM
+    actor.num_nodes: {nodes}
+    actor.num_gpus_per_node: {per_node}
+    ref.num_nodes: {nodes}
+    ref.num_gpus_per_node: {per_node}
+    critic.num_nodes: {nodes}
+    critic.num_gpus_per_node: {per_node}
+    reward.num_nodes: {nodes}
+    reward.num_gpus_per_node: {per_node}
+    train.colocate_all: true
+    vllm.num_engines: {engines}
+    vllm.tensor_parallel_size: 2
+    vllm.gpu_memory_utilization: 0.5
+    vllm.sync_backend: {sync}   # gloo on ROCm: RCCL weight sync across nodes needs P2P/SHM off
+    ds.param_dtype: bf16
   runtime_env:
     working_dir: /workspace
 """,
@@ -52,6 +60,11 @@ def starter_spec(preset: str, framework: str, nodes: int) -> str:
     info = PRESETS[preset]
     gpu_line = (f"  gpus_per_node: {info.gpus_per_node}\n" if info.gpus_per_node else "")
     cpus = 8 * info.gpus_per_node if info.gpus_per_node else 2
+    per_node = info.gpus_per_node
+    workload = _WORKLOADS[framework].format(
+        nodes=nodes, per_node=per_node, gpus=nodes * per_node, engines=nodes * per_node // 2,
+        sync="gloo" if info.vendor == "amd" else "nccl")
+    versions = 'versions:\n  openrlhf: "0.11.2"\n\n' if framework == "openrlhf" else ""
     image = {"amd": "rocm/verl:verl-0.6.0.amd0_rocm7.0_vllm0.11.0.dev",
              "nvidia": "verlai/verl:latest", "none": "clusterctl/dev:latest"}[info.vendor]
     return f"""\
@@ -69,6 +82,7 @@ slurm:
 hardware:
   preset: {preset}          # decides devices, GPU visibility and NCCL/RCCL defaults
 
+{versions}
 container:
   image: {image}
   pull: if-missing          # always | if-missing | never | load (with load_from)
@@ -79,4 +93,4 @@ network:
   # socket_ifname: ib0      # interface for NCCL/GLOO bootstrap and Ray node addresses
   # hcas: [mlx5_0, mlx5_1]  # RDMA devices for NCCL_IB_HCA
 
-{_WORKLOADS[framework]}"""
+{workload}"""

@@ -108,13 +108,15 @@ def _openrlhf_colocation(spec: JobSpec) -> Findings:
                 f"parallel ({vllm})")
 
 
-@rule("verl-needs-gpus", "error",
-      "verl trains on GPUs; the spec gives it none",
+@rule("trainer-needs-gpus", "error",
+      "verl and OpenRLHF train on GPUs; the spec gives them none",
       "choose a GPU hardware.preset (or slurm.gpus_per_node > 0)",
-      "verl resource pool: [n_gpus_per_node] * nnodes")
-def _verl_gpus(spec: JobSpec) -> Findings:
-    if isinstance(spec.workload, VerlWorkload) and not spec.slurm.gpus_per_node:
-        yield ("slurm", "gpus_per_node"), "verl with 0 GPUs per node cannot place its workers"
+      "verl resource pool [n_gpus_per_node] * nnodes; OpenRLHF {'GPU': 1} bundles")
+def _trainer_gpus(spec: JobSpec) -> Findings:
+    wl = spec.workload
+    if isinstance(wl, (VerlWorkload, OpenRLHFWorkload)) and not spec.slurm.gpus_per_node:
+        yield ("slurm", "gpus_per_node"), (
+            f"{wl.framework} with 0 GPUs per node cannot place its workers")
 
 
 @rule("rollout-tp-divides-node", "error",

@@ -53,7 +53,7 @@ class Setting:
     key: str | None  # as written in the spec; None when it is the framework's default
 
     def path(self, section: str) -> tuple[str | int, ...]:
-        return ("workload", section, self.key) if self.key else ("workload", "framework")
+        return ("workload", section, self.key) if self.key else ("workload", section)
 
 
 def openrlhf(wl: OpenRLHFWorkload, canonical: str) -> Setting:

@@ -1,0 +1,119 @@
+"""The command line as a user runs it: exit codes, messages, nothing half-written."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES, ROOT, run_cli
+
+
+def test_help_lists_the_commands() -> None:
+    result = run_cli("--help")
+    assert result.returncode == 0
+    for command in ("validate", "render", "submit", "schema", "init", "rules", "dev-cluster"):
+        assert command in result.stdout
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_examples_validate(example: Path) -> None:
+    result = run_cli("validate", str(example))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"{example}: ok")
+
+
+def test_bad_spec_exits_2_with_located_errors_and_writes_nothing(tmp_path: Path) -> None:
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("slurm:\n  nodes: -1\ncontainer:\n  imag: x\nworkload: {framework: verl}\n")
+    out = tmp_path / "bundle"
+    result = run_cli("render", str(spec), "-o", str(out))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert f"error: {spec}:2: slurm.nodes: Input should be greater than or equal to 1 (got -1)" \
+        in lines
+    assert f"error: {spec}:4: container.imag: unknown key; did you mean 'image'?" in lines
+    assert lines[-1] == "3 problems; nothing was written"
+    assert not out.exists()
+    assert os.listdir(tmp_path) == ["bad.yaml"]
+
+
+def test_missing_spec_file_is_a_clean_error(tmp_path: Path) -> None:
+    result = run_cli("validate", str(tmp_path / "nope.yaml"))
+    assert result.returncode == 2
+    assert "cannot read spec" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_lint_error_blocks_render_unless_allowed(tmp_path: Path) -> None:
+    example = ROOT / "examples" / "verl-gsm8k-mi300x.yaml"
+    blocked = run_cli("render", str(example), "-o", str(tmp_path / "b"),
+                      "--set", "versions.ray=2.12.0")
+    assert blocked.returncode == 2
+    assert "[ray-2.12-rocm]" in blocked.stderr and "[verl-min-ray]" in blocked.stderr
+    assert not (tmp_path / "b").exists()
+    allowed = run_cli("render", str(example), "-o", str(tmp_path / "b"),
+                      "--set", "versions.ray=2.12.0", "--allow", "ray-2.12-rocm",
+                      "--allow", "verl-min-ray")
+    assert allowed.returncode == 0, allowed.stderr
+    assert "warning:" in allowed.stderr and (tmp_path / "b" / "job.sbatch").exists()
+
+
+def test_unknown_allowed_rule_is_an_error() -> None:
+    result = run_cli("validate", str(ROOT / "examples" / "cpu-dev-cluster.yaml"),
+                     "--allow", "no-such-rule")
+    assert result.returncode == 2 and "unknown rule id 'no-such-rule'" in result.stderr
+
+
+def test_render_stdout_is_the_script_that_render_writes(tmp_path: Path) -> None:
+    example = str(ROOT / "examples" / "cpu-dev-cluster.yaml")
+    printed = run_cli("render", example, "--stdout")
+    written = run_cli("render", example, "-o", str(tmp_path / "b"))
+    assert written.returncode == 0
+    assert printed.stdout == (tmp_path / "b" / "job.sbatch").read_text()
+
+
+def test_submit_dry_run_shows_exactly_what_submit_sends(tmp_path: Path) -> None:
+    example = str(ROOT / "examples" / "cpu-dev-cluster.yaml")
+    dry = run_cli("submit", example, "--dry-run", "-o", str(tmp_path / "b"))
+    assert dry.returncode == 0
+    first, script = dry.stdout.split("\n", 1)
+    assert first == f"# sbatch --parsable {tmp_path / 'b' / 'job.sbatch'}"
+    assert script == run_cli("render", example, "--stdout").stdout
+    assert not (tmp_path / "b").exists()
+
+
+def test_schema_is_json_schema_of_the_spec() -> None:
+    result = run_cli("schema")
+    schema = json.loads(result.stdout)
+    assert schema["title"] == "clusterctl job spec"
+    assert {"slurm", "container", "workload", "ray", "network"} <= set(schema["properties"])
+    assert schema["required"] == ["container", "workload"]
+
+
+@pytest.mark.parametrize("preset", ["mi300x", "h100", "none"])
+@pytest.mark.parametrize("framework", ["verl", "openrlhf", "command"])
+def test_init_writes_a_spec_that_validates_and_renders(tmp_path: Path, preset: str,
+                                                       framework: str) -> None:
+    spec = tmp_path / "job.yaml"
+    created = run_cli("init", "--preset", preset, "--framework", framework, "-o", str(spec))
+    assert created.returncode == 0
+    if framework != "command" and preset == "none":
+        result = run_cli("validate", str(spec))
+        assert result.returncode == 2 and "[trainer-needs-gpus]" in result.stderr
+        return
+    rendered = run_cli("render", str(spec), "-o", str(tmp_path / "b"))
+    assert rendered.returncode == 0, rendered.stderr
+    again = run_cli("init", "-o", str(spec))
+    assert again.returncode == 2 and "not overwriting" in again.stderr
+
+
+def test_rules_lists_every_rule_with_fix_and_source() -> None:
+    result = run_cli("rules", "--json")
+    rules = json.loads(result.stdout)
+    assert len(rules) >= 20
+    for rule in rules:
+        assert rule["fix"] and rule["source"] and rule["severity"] in ("error", "warning")
+    assert len({r["id"] for r in rules}) == len(rules)
