@@ -181,6 +181,14 @@ def node_addr(index: int) -> str:
     return f"127.0.1.{index}"
 
 
+TASK_PROLOG = """#!/bin/sh
+# clusterctl dev-cluster: a node routed to its own Docker engine gets DOCKER_HOST in its tasks.
+f="{engines}/$SLURMD_NODENAME"
+[ -r "$f" ] && echo "export DOCKER_HOST=$(cat "$f")"
+exit 0
+"""
+
+
 def slurm_conf(nodes: int) -> str:
     """slurm.conf for N nodes on this host (the configuration checked in shared/notes)."""
     d = STATE_DIR
@@ -210,6 +218,7 @@ SelectTypeParameters=CR_Core
 ReturnToService=2
 MpiDefault=none
 KillWait=30
+TaskProlog={d}/task-prolog.sh
 {node_lines}
 PartitionName=debug Nodes=node[1-{nodes}] Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
 """
@@ -269,8 +278,11 @@ def start_slurm(nodes: int, say: Say) -> None:
         if current:
             say("node count changed: restarting SLURM")
             stop_slurm()
-        for sub in ("state", "log", "spool"):
+        for sub in ("state", "log", "spool", "node-engines"):
             (STATE_DIR / sub).mkdir(parents=True, exist_ok=True)
+        prolog = STATE_DIR / "task-prolog.sh"
+        prolog.write_text(TASK_PROLOG.format(engines=STATE_DIR / "node-engines"))
+        prolog.chmod(0o755)
         SLURM_CONF.write_text(wanted)
     link_system_conf(say)
     if not _pids(f"slurmctld -f {SLURM_CONF}"):
@@ -330,13 +342,13 @@ def base_image(say: Say) -> None:
     tar.wait()
 
 
-def dev_image_dockerfile() -> str:
+def dev_image_dockerfile(ray_version: str = RAY_VERSION) -> str:
     """Dockerfile.cpu rendered by clusterctl itself, with the wheelhouse as its only source."""
     from clusterctl.render.bundle import render_bundle
     from clusterctl.spec.models import JobSpec
 
     spec = JobSpec.model_validate({
-        "versions": {"ray": RAY_VERSION, "torch": TORCH_VERSION},
+        "versions": {"ray": ray_version, "torch": TORCH_VERSION},
         "container": {"image": DEV_IMAGE, "build": {
             "dockerfile": "cpu", "base_image": BASE_IMAGE, "wheelhouse": "wheels"}},
         "workload": {"framework": "command", "command": "true"},
@@ -360,6 +372,71 @@ def build_image(say: Say, force: bool = False) -> None:
     (context / "Dockerfile").write_text(dev_image_dockerfile())
     say(f"building {DEV_IMAGE} offline from the wheelhouse")
     run(["docker", "build", "-q", "-t", DEV_IMAGE, str(context)], timeout=1800)
+    shutil.rmtree(context, ignore_errors=True)
+
+
+# ---- a node with its own Docker engine -------------------------------------------------------
+# By default every dev node shares this host's engine. A node can be routed to an engine of
+# its own (its own image store and containers) to reproduce per-node differences: an image
+# missing on one node, another Ray version on one node, a dead daemon on one node.
+
+
+def engine_socket(name: str) -> str:
+    return f"unix:///run/clusterctl-dev/{name}.sock"
+
+
+def start_engine(name: str, say: Say) -> str:
+    """Start (or find) a separate dockerd called NAME; returns its DOCKER_HOST."""
+    host = engine_socket(name)
+    if ok(["docker", "-H", host, "info"]):
+        return host
+    root = STATE_DIR / "engines" / name
+    run_dir = Path("/run/clusterctl-dev") / name
+    for d in (root, run_dir):
+        d.mkdir(parents=True, exist_ok=True)
+    say(f"starting a separate Docker engine {name}")
+    spawn(["dockerd", "--bridge=none", "--iptables=false", "--ip-masq=false",
+           "-H", host, "--data-root", str(root / "data"), "--exec-root", str(run_dir),
+           "--pidfile", str(run_dir / "dockerd.pid")], STATE_DIR / "log" / f"dockerd-{name}.log")
+    wait_until(lambda: ok(["docker", "-H", host, "info"]), 60, f"engine {name} answering")
+    return host
+
+
+def route_node(node: str, docker_host: str | None) -> None:
+    """Send NODE's docker commands to DOCKER_HOST (None: back to the shared engine)."""
+    target = STATE_DIR / "node-engines" / node
+    if docker_host is None:
+        target.unlink(missing_ok=True)
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(docker_host + "\n")
+
+
+def build_ray_variant_image(docker_host: str, ray_version: str, say: Say) -> None:
+    """Build DEV_IMAGE on another engine with a different Ray: the version-skew failure."""
+    env = {**os.environ, "DOCKER_HOST": docker_host}
+    if not ok(["docker", "-H", docker_host, "image", "inspect", BASE_IMAGE]):
+        save = subprocess.Popen(["docker", "save", BASE_IMAGE], stdout=subprocess.PIPE)
+        subprocess.run(["docker", "load"], stdin=save.stdout, env=env, check=True,
+                       capture_output=True, timeout=600)
+        save.wait()
+    wheels = CACHE_DIR / "wheels"
+    say(f"downloading ray=={ray_version}")
+    run(["python3", "-m", "pip", "download", "-q", "--no-deps", "-d", str(wheels),
+         "--python-version", "3.11", "--only-binary=:all:", f"ray=={ray_version}"], timeout=1800)
+    context = STATE_DIR / f"build-ray{ray_version}"
+    shutil.rmtree(context, ignore_errors=True)
+    (context / "wheels").mkdir(parents=True)
+    for wheel in wheels.glob("*.whl"):
+        if wheel.name.startswith("ray-") and f"-{ray_version}-" not in wheel.name:
+            continue
+        try:
+            os.link(wheel, context / "wheels" / wheel.name)
+        except OSError:
+            shutil.copy2(wheel, context / "wheels" / wheel.name)
+    (context / "Dockerfile").write_text(dev_image_dockerfile(ray_version))
+    say(f"building {DEV_IMAGE} with Ray {ray_version} on {docker_host}")
+    run(["docker", "build", "-q", "-t", DEV_IMAGE, str(context)], timeout=1800, env=env)
     shutil.rmtree(context, ignore_errors=True)
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import ast
 import difflib
-import importlib.util
-from collections.abc import Iterator
+import importlib.machinery
+import importlib.metadata
+from collections.abc import Iterator, Sequence
 from functools import cache
 from pathlib import Path
 
@@ -32,15 +33,20 @@ FIDELITY_RULES = (VERL_UNKNOWN, OPENRLHF_UNKNOWN)
 VERL_CONFIGS = {"verl.trainer.main_ppo": "ppo_trainer"}
 
 
-def package_dir(name: str) -> Path | None:
+SearchPath = tuple[str, ...] | None
+
+
+def package_dir(name: str, path: SearchPath = None) -> Path | None:
     """Where an installed package lives, found without importing (executing) it."""
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return None
+    spec = importlib.machinery.PathFinder.find_spec(name, list(path) if path else None)
     if spec is None or not spec.submodule_search_locations:
         return None
     return Path(next(iter(spec.submodule_search_locations)))
+
+
+def installed_version(dist: str, path: SearchPath = None) -> str | None:
+    found = list(importlib.metadata.distributions(name=dist, path=list(path) if path else None))
+    return found[0].version if found else None
 
 
 def parser_flags(source: str) -> set[str]:
@@ -57,8 +63,8 @@ def parser_flags(source: str) -> set[str]:
 
 
 @cache
-def openrlhf_flags(entrypoint: str) -> frozenset[str] | None:
-    root = package_dir(entrypoint.split(".")[0])
+def openrlhf_flags(entrypoint: str, path: SearchPath = None) -> frozenset[str] | None:
+    root = package_dir(entrypoint.split(".")[0], path)
     if root is None:
         return None
     module = root.parent.joinpath(*entrypoint.split(".")).with_suffix(".py")
@@ -72,8 +78,13 @@ def _did_you_mean(name: str, options: set[str] | frozenset[str]) -> str:
     return f"; did you mean {near[0]!r}?" if near else ""
 
 
-def check_openrlhf(wl: OpenRLHFWorkload) -> Iterator[Finding]:
-    flags = openrlhf_flags(wl.entrypoint)
+def check_openrlhf(wl: OpenRLHFWorkload, pinned: str | None,
+                   path: SearchPath = None) -> Iterator[Finding]:
+    """Check the arguments against the installed OpenRLHF, when it is the pinned version."""
+    installed = installed_version("openrlhf", path)
+    if installed is None or (pinned is not None and installed != pinned):
+        return  # another release's parser would judge the wrong generation of flags
+    flags = openrlhf_flags(wl.entrypoint, path)
     if flags is None:
         return
     for key in wl.args:
@@ -87,16 +98,16 @@ def check_openrlhf(wl: OpenRLHFWorkload) -> Iterator[Finding]:
 
 
 @cache
-def verl_config_keys(config_name: str) -> frozenset[str] | None:
+def verl_config_keys(config_name: str, path: SearchPath = None) -> frozenset[str] | None:
     """All dotted keys of verl's composed Hydra config (None when verl or Hydra is missing)."""
-    root = package_dir("verl")
+    root = package_dir("verl", path)
     if root is None or package_dir("hydra") is None:
         return None
     config_dir = root / "trainer" / "config"
     if not (config_dir / f"{config_name}.yaml").is_file():
         return None
     from hydra import compose, initialize_config_dir
-    from omegaconf import DictConfig, ListConfig, OmegaConf
+    from omegaconf import DictConfig
 
     with initialize_config_dir(config_dir=str(config_dir), version_base=None):
         cfg = compose(config_name=config_name)
@@ -108,17 +119,14 @@ def verl_config_keys(config_name: str) -> frozenset[str] | None:
                 path = f"{prefix}.{key}" if prefix else str(key)
                 keys.add(path)
                 walk(node._get_node(key), path)  # no interpolation resolution
-        elif isinstance(node, ListConfig):
-            return
 
     walk(cfg, "")
-    del OmegaConf
     return frozenset(keys)
 
 
-def check_verl(wl: VerlWorkload) -> Iterator[Finding]:
+def check_verl(wl: VerlWorkload, path: SearchPath = None) -> Iterator[Finding]:
     config = VERL_CONFIGS.get(wl.entrypoint)
-    keys = verl_config_keys(config) if config else None
+    keys = verl_config_keys(config, path) if config else None
     if keys is None:
         return
     for key in wl.overrides:
@@ -129,10 +137,11 @@ def check_verl(wl: VerlWorkload) -> Iterator[Finding]:
                           f"{key} is not in verl's {config} config{_did_you_mean(key, keys)}")
 
 
-def fidelity_findings(spec: JobSpec) -> list[Finding]:
+def fidelity_findings(spec: JobSpec, path: SearchPath = None) -> list[Finding]:
+    """Findings against the framework packages found on ``path`` (default: sys.path)."""
     wl = spec.workload
     if isinstance(wl, VerlWorkload):
-        return list(check_verl(wl))
+        return list(check_verl(wl, path))
     if isinstance(wl, OpenRLHFWorkload):
-        return list(check_openrlhf(wl))
+        return list(check_openrlhf(wl, spec.versions.openrlhf, path))
     return []

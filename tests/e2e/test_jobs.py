@@ -1,0 +1,196 @@
+"""The generated job.sbatch on the real local cluster: real sbatch, slurmctld, slurmd, dockerd
+and Ray. Each failure case must end the job within a bounded time, name the node and the
+cause, and leave no container behind on any node."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from clusterctl.devcluster import cluster
+from tests.conftest import ROOT, run_cli
+
+pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("dev_cluster")]
+CPU_EXAMPLE = ROOT / "examples" / "cpu-dev-cluster.yaml"
+FAIL_LINE = re.compile(r"clusterctl: FAIL node=(\S+) phase=(\S+): (.*)")
+
+
+@dataclass
+class Job:
+    job_id: str
+    workdir: Path
+
+    @property
+    def log(self) -> str:
+        (out,) = self.workdir.glob(f"clusterctl-*-{self.job_id}.out")
+        return out.read_text()
+
+    @property
+    def log_dir(self) -> Path:
+        (found,) = (self.workdir / "clusterctl-logs").glob(f"*-{self.job_id}")
+        return found
+
+    def timeline(self) -> list[dict[str, object]]:
+        return json.loads((self.log_dir / "timeline.json").read_text())
+
+    def first_failure(self) -> tuple[str, str, str]:
+        match = FAIL_LINE.search(self.log)
+        assert match, f"no FAIL line in the batch log:\n{self.log}"
+        return match.group(1), match.group(2), match.group(3)
+
+
+def render(workdir: Path, *sets: str) -> Path:
+    args = ["render", str(CPU_EXAMPLE), "-o", str(workdir / "bundle")]
+    for assignment in sets:
+        args += ["--set", assignment]
+    result = run_cli(*args)
+    assert result.returncode == 0, result.stderr
+    return workdir / "bundle" / "job.sbatch"
+
+
+def sbatch(workdir: Path, script: Path, wait: bool = True) -> tuple[Job, int, float]:
+    """Submit; with wait, poll until the job ends (faster than sbatch --wait's back-off) and
+    return its exit code as SLURM recorded it."""
+    start = time.monotonic()
+    result = subprocess.run(["sbatch", "--parsable", str(script)], cwd=workdir,
+                            capture_output=True, text=True, timeout=60, check=True)
+    job = Job(result.stdout.strip().split(";")[0], workdir)
+    if not wait:
+        return job, 0, 0.0
+    wait_gone(job, 600)
+    elapsed = time.monotonic() - start
+    info = subprocess.run(["scontrol", "show", "job", "-o", job.job_id], capture_output=True,
+                          text=True, check=True).stdout
+    exit_code = re.search(r"\bExitCode=(\d+):(\d+)", info)
+    assert exit_code, info
+    return job, int(exit_code.group(1)) or int(exit_code.group(2)), elapsed
+
+
+def containers_of(job: Job, docker_host: str | None = None) -> list[str]:
+    cmd = ["docker", *(["-H", docker_host] if docker_host else []), "ps", "-aq", "--filter",
+           f"label=clusterctl.job={job.job_id}"]
+    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.split()
+
+
+def wait_gone(job: Job, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while subprocess.run(["squeue", "-h", "-j", job.job_id], capture_output=True,
+                         text=True).stdout.strip():
+        assert time.monotonic() < deadline, f"job {job.job_id} still in squeue after {seconds}s"
+        time.sleep(0.25)
+
+
+@pytest.fixture
+def node3_engine() -> Iterator[str]:
+    """node3 routed to a Docker engine of its own, without the job's image."""
+    host = cluster.start_engine("node3", print)
+    subprocess.run(["docker", "-H", host, "image", "rm", "-f", cluster.DEV_IMAGE],
+                   capture_output=True)
+    cluster.route_node("node3", host)
+    try:
+        yield host
+    finally:
+        cluster.route_node("node3", None)
+
+
+def test_three_node_job_completes_and_workload_sees_three_nodes(tmp_path: Path) -> None:
+    job, rc, _ = sbatch(tmp_path, render(tmp_path))
+    assert rc == 0, job.log
+    assert "workload sees 3 ray nodes: ['node1', 'node2', 'node3']" in job.log
+    assert "selftest: 3 nodes ran tasks; gloo all-reduce" in job.log
+    phases = [e["phase"] for e in job.timeline()]
+    assert phases == ["setup", "preflight", "containers", "ray-head", "cluster-ready",
+                      "workload", "workload-done", "cleanup", "end"]
+    assert job.timeline()[-1]["status"] == 0
+    assert containers_of(job) == []
+    assert (job.log_dir / "workload.log").read_text().count("workload sees 3") == 1
+    assert not (job.log_dir / "nodes").exists()  # node logs are copied on failure only
+
+
+def test_missing_image_on_one_node_fails_in_preflight(tmp_path: Path,
+                                                      node3_engine: str) -> None:
+    job, rc, elapsed = sbatch(tmp_path, render(tmp_path))
+    assert rc != 0
+    node, phase, cause = job.first_failure()
+    assert (node, phase) == ("node3", "preflight")
+    assert cause == ("image clusterctl/dev:latest is not present on this node and "
+                     "container.pull is never")
+    assert elapsed < 60
+    assert containers_of(job) == [] and containers_of(job, node3_engine) == []
+    assert "containers" not in [e["phase"] for e in job.timeline()]  # nothing was started
+
+
+def test_dead_docker_daemon_on_one_node_fails_in_preflight(tmp_path: Path) -> None:
+    cluster.route_node("node2", "unix:///run/clusterctl-dev/no-such-engine.sock")
+    try:
+        job, rc, elapsed = sbatch(tmp_path, render(tmp_path))
+    finally:
+        cluster.route_node("node2", None)
+    assert rc != 0
+    node, phase, cause = job.first_failure()
+    assert (node, phase) == ("node2", "preflight")
+    assert cause.startswith("docker daemon not reachable:")
+    assert elapsed < 60 and containers_of(job) == []
+
+
+def test_worker_that_cannot_join_fails_the_job_naming_it(tmp_path: Path,
+                                                         node3_engine: str) -> None:
+    # node3 runs another Ray release: the head refuses it (Ray's version check), as on a
+    # cluster whose nodes were built at different times.
+    cluster.build_ray_variant_image(node3_engine, "2.59.0", print)
+    job, rc, elapsed = sbatch(tmp_path, render(tmp_path, "ray.join_retries=2"))
+    assert rc != 0
+    node, phase, cause = job.first_failure()
+    assert (node, phase) == ("node3", "ray-join")
+    assert "could not join" in cause and "after 2 attempts" in cause
+    assert "version" in cause.lower()
+    assert elapsed < 180
+    assert containers_of(job) == [] and containers_of(job, node3_engine) == []
+    # logs of every node come back on failure
+    assert (job.log_dir / "nodes" / "node1" / "container.log").exists()
+
+
+def test_failing_workload_fails_the_job_with_its_status(tmp_path: Path) -> None:
+    job, rc, _ = sbatch(tmp_path, render(tmp_path, "workload.command=echo doomed; exit 3"))
+    assert rc == 1, job.log
+    node, phase, cause = job.first_failure()
+    assert (node, phase) == ("node1", "workload")
+    assert cause.startswith("the command workload exited with status 3")
+    assert "doomed" in (job.log_dir / "workload.log").read_text()
+    assert containers_of(job) == []
+    assert (job.log_dir / "nodes" / "node2" / "ray").is_dir()  # Ray logs copied back
+
+
+def test_scancel_during_workload_removes_every_container(tmp_path: Path) -> None:
+    job, _, _ = sbatch(tmp_path, render(tmp_path, "workload.command=sleep 600"), wait=False)
+    deadline = time.monotonic() + 120
+    timeline = tmp_path / "clusterctl-logs" / f"cpu-smoke-{job.job_id}" / "timeline.jsonl"
+    while '"workload"' not in (timeline.read_text() if timeline.exists() else ""):
+        assert time.monotonic() < deadline, "the workload never started"
+        time.sleep(0.5)
+    assert len(containers_of(job)) == 3
+    subprocess.run(["scancel", job.job_id], check=True)
+    wait_gone(job, 60)
+    assert containers_of(job) == []
+    assert "received SIGTERM" in job.log
+
+
+def test_stale_container_of_an_earlier_job_is_swept(tmp_path: Path) -> None:
+    stale = "cc-99999-node2"
+    subprocess.run(["docker", "rm", "-f", stale], capture_output=True)
+    subprocess.run(["docker", "run", "-d", "--name", stale, "--label", "clusterctl.job=99999",
+                    "--label", "clusterctl.node=node2", "--network", "host",
+                    cluster.DEV_IMAGE, "sleep", "infinity"], check=True, capture_output=True)
+    job, rc, _ = sbatch(tmp_path, render(tmp_path))
+    assert rc == 0, job.log
+    assert re.search(r"\[node2\] removed leftover container \w+ of finished job 99999", job.log)
+    gone = subprocess.run(["docker", "ps", "-aq", "--filter", f"name={stale}"],
+                          capture_output=True, text=True)
+    assert gone.stdout.strip() == ""
