@@ -42,14 +42,20 @@ def user_errors() -> Iterator[None]:
 
 def set_option(func: F) -> F:
     return click.option(
-        "--set", "assignments", multiple=True, metavar="KEY.PATH=VALUE",
+        "--set",
+        "assignments",
+        multiple=True,
+        metavar="KEY.PATH=VALUE",
         help="Override one spec value (repeatable), e.g. --set slurm.nodes=4",
     )(func)
 
 
 def allow_option(func: F) -> F:
     return click.option(
-        "--allow", "allowed", multiple=True, metavar="RULE",
+        "--allow",
+        "allowed",
+        multiple=True,
+        metavar="RULE",
         help="Let this lint rule fail without blocking (repeatable); adds to lint.allow.",
     )(func)
 
@@ -84,19 +90,31 @@ def validate(spec: str, assignments: tuple[str, ...], allowed: tuple[str, ...]) 
     with user_errors():
         loaded = _load(spec, assignments, allowed)
     s = loaded.spec
-    click.echo(f"{spec}: ok ({s.slurm.nodes} nodes x {s.slurm.gpus_per_node} GPUs, "
-               f"{s.hardware.preset}, {s.workload.framework})")
+    click.echo(
+        f"{spec}: ok ({s.slurm.nodes} nodes x {s.slurm.gpus_per_node} GPUs, "
+        f"{s.hardware.preset}, {s.workload.framework})"
+    )
 
 
 @main.command()
 @click.argument("spec", type=click.Path(dir_okay=False))
-@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False),
-              help="Bundle directory (default: ./<job_name>.bundle).")
+@click.option(
+    "-o",
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    help="Bundle directory (default: ./<job_name>.bundle).",
+)
 @click.option("--stdout", "to_stdout", is_flag=True, help="Print job.sbatch instead of writing.")
 @set_option
 @allow_option
-def render(spec: str, out_dir: str | None, to_stdout: bool, assignments: tuple[str, ...],
-           allowed: tuple[str, ...]) -> None:
+def render(
+    spec: str,
+    out_dir: str | None,
+    to_stdout: bool,
+    assignments: tuple[str, ...],
+    allowed: tuple[str, ...],
+) -> None:
     """Render SPEC into a bundle: job.sbatch, Dockerfile (if a build is set), resolved spec."""
     from clusterctl.render import render_bundle, write_bundle
 
@@ -112,14 +130,27 @@ def render(spec: str, out_dir: str | None, to_stdout: bool, assignments: tuple[s
 
 @main.command()
 @click.argument("spec", type=click.Path(dir_okay=False))
-@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False),
-              help="Bundle directory (default: ./<job_name>.bundle).")
-@click.option("--dry-run", is_flag=True, help="Print the sbatch command and script; submit nothing.")
+@click.option(
+    "-o",
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    help="Bundle directory (default: ./<job_name>.bundle).",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Print the sbatch command and script; submit nothing."
+)
 @click.option("--wait", is_flag=True, help="sbatch --wait: return the job's exit status.")
 @set_option
 @allow_option
-def submit(spec: str, out_dir: str | None, dry_run: bool, wait: bool,
-           assignments: tuple[str, ...], allowed: tuple[str, ...]) -> None:
+def submit(
+    spec: str,
+    out_dir: str | None,
+    dry_run: bool,
+    wait: bool,
+    assignments: tuple[str, ...],
+    allowed: tuple[str, ...],
+) -> None:
     """Render SPEC and submit the bundle's job.sbatch with sbatch."""
     from clusterctl.render import render_bundle, write_bundle
     from clusterctl.submit import sbatch_command, submit_bundle
@@ -147,13 +178,27 @@ def schema() -> None:
 
 
 @main.command()
-@click.option("--preset", type=click.Choice(["mi300x", "mi250x", "h100", "h800", "a100", "none"]),
-              default="none", show_default=True)
-@click.option("--framework", type=click.Choice(["verl", "openrlhf", "command"]),
-              default="verl", show_default=True)
+@click.option(
+    "--preset",
+    type=click.Choice(["mi300x", "mi250x", "h100", "h800", "a100", "none"]),
+    default="none",
+    show_default=True,
+)
+@click.option(
+    "--framework",
+    type=click.Choice(["verl", "openrlhf", "command"]),
+    default="verl",
+    show_default=True,
+)
 @click.option("--nodes", type=click.IntRange(1, 4096), default=2, show_default=True)
-@click.option("-o", "--out", "out_file", type=click.Path(dir_okay=False), default="-",
-              help="Write the starter spec here (default: stdout).")
+@click.option(
+    "-o",
+    "--out",
+    "out_file",
+    type=click.Path(dir_okay=False),
+    default="-",
+    help="Write the starter spec here (default: stdout).",
+)
 def init(preset: str, framework: str, nodes: int, out_file: str) -> None:
     """Write a commented starter spec for a preset and framework."""
     from clusterctl.starter import starter_spec

@@ -58,15 +58,22 @@ workload:
 def starter_spec(preset: str, framework: str, nodes: int) -> str:
     """A spec text for the preset and framework, with the choices explained."""
     info = PRESETS[preset]
-    gpu_line = (f"  gpus_per_node: {info.gpus_per_node}\n" if info.gpus_per_node else "")
+    gpu_line = f"  gpus_per_node: {info.gpus_per_node}\n" if info.gpus_per_node else ""
     cpus = 8 * info.gpus_per_node if info.gpus_per_node else 2
     per_node = info.gpus_per_node
     workload = _WORKLOADS[framework].format(
-        nodes=nodes, per_node=per_node, gpus=nodes * per_node, engines=nodes * per_node // 2,
-        sync="gloo" if info.vendor == "amd" else "nccl")
+        nodes=nodes,
+        per_node=per_node,
+        gpus=nodes * per_node,
+        engines=nodes * per_node // 2,
+        sync="gloo" if info.vendor == "amd" else "nccl",
+    )
     versions = 'versions:\n  openrlhf: "0.11.2"\n\n' if framework == "openrlhf" else ""
-    image = {"amd": "rocm/verl:verl-0.6.0.amd0_rocm7.0_vllm0.11.0.dev",
-             "nvidia": "verlai/verl:latest", "none": "clusterctl/dev:latest"}[info.vendor]
+    image = {
+        "amd": "rocm/verl:verl-0.6.0.amd0_rocm7.0_vllm0.11.0.dev",
+        "nvidia": "verlai/verl:latest",
+        "none": "clusterctl/dev:latest",
+    }[info.vendor]
     return f"""\
 # clusterctl job spec ({preset}, {framework}). Check it: clusterctl validate THIS_FILE
 # Every key is documented in the README's spec reference; `clusterctl schema` prints the

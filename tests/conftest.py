@@ -12,19 +12,30 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 
 
-def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-            input: str | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run the installed `clusterctl` command as a user would."""
-    return subprocess.run(["clusterctl", *args], cwd=cwd, text=True, capture_output=True,
-                          env={**os.environ, **(env or {})}, input=input, timeout=120,
-                          check=False)
+    return subprocess.run(
+        ["clusterctl", *args],
+        cwd=cwd,
+        text=True,
+        capture_output=True,
+        env={**os.environ, **(env or {})},
+        input=input,
+        timeout=120,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="session")
 def dev_cluster() -> None:
     """The real local cluster must be up (`clusterctl dev-cluster up --nodes 4`)."""
-    status = subprocess.run(["clusterctl", "dev-cluster", "status"], capture_output=True,
-                            text=True, check=False)
+    status = subprocess.run(
+        ["clusterctl", "dev-cluster", "status"], capture_output=True, text=True, check=False
+    )
     if status.returncode != 0:
-        pytest.fail("the dev cluster is not up; run `clusterctl dev-cluster up --nodes 4` "
-                    f"first:\n{status.stdout}{status.stderr}")
+        pytest.fail(
+            "the dev cluster is not up; run `clusterctl dev-cluster up --nodes 4` "
+            f"first:\n{status.stdout}{status.stderr}"
+        )

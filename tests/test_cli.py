@@ -33,8 +33,10 @@ def test_bad_spec_exits_2_with_located_errors_and_writes_nothing(tmp_path: Path)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     lines = result.stderr.splitlines()
-    assert f"error: {spec}:2: slurm.nodes: Input should be greater than or equal to 1 (got -1)" \
+    assert (
+        f"error: {spec}:2: slurm.nodes: Input should be greater than or equal to 1 (got -1)"
         in lines
+    )
     assert f"error: {spec}:4: container.imag: unknown key; did you mean 'image'?" in lines
     assert lines[-1] == "3 problems; nothing was written"
     assert not out.exists()
@@ -49,21 +51,32 @@ def test_missing_spec_file_is_a_clean_error(tmp_path: Path) -> None:
 
 def test_lint_error_blocks_render_unless_allowed(tmp_path: Path) -> None:
     example = ROOT / "examples" / "verl-gsm8k-mi300x.yaml"
-    blocked = run_cli("render", str(example), "-o", str(tmp_path / "b"),
-                      "--set", "versions.ray=2.12.0")
+    blocked = run_cli(
+        "render", str(example), "-o", str(tmp_path / "b"), "--set", "versions.ray=2.12.0"
+    )
     assert blocked.returncode == 2
     assert "[ray-2.12-rocm]" in blocked.stderr and "[verl-min-ray]" in blocked.stderr
     assert not (tmp_path / "b").exists()
-    allowed = run_cli("render", str(example), "-o", str(tmp_path / "b"),
-                      "--set", "versions.ray=2.12.0", "--allow", "ray-2.12-rocm",
-                      "--allow", "verl-min-ray")
+    allowed = run_cli(
+        "render",
+        str(example),
+        "-o",
+        str(tmp_path / "b"),
+        "--set",
+        "versions.ray=2.12.0",
+        "--allow",
+        "ray-2.12-rocm",
+        "--allow",
+        "verl-min-ray",
+    )
     assert allowed.returncode == 0, allowed.stderr
     assert "warning:" in allowed.stderr and (tmp_path / "b" / "job.sbatch").exists()
 
 
 def test_unknown_allowed_rule_is_an_error() -> None:
-    result = run_cli("validate", str(ROOT / "examples" / "cpu-dev-cluster.yaml"),
-                     "--allow", "no-such-rule")
+    result = run_cli(
+        "validate", str(ROOT / "examples" / "cpu-dev-cluster.yaml"), "--allow", "no-such-rule"
+    )
     assert result.returncode == 2 and "unknown rule id 'no-such-rule'" in result.stderr
 
 
@@ -95,8 +108,9 @@ def test_schema_is_json_schema_of_the_spec() -> None:
 
 @pytest.mark.parametrize("preset", ["mi300x", "h100", "none"])
 @pytest.mark.parametrize("framework", ["verl", "openrlhf", "command"])
-def test_init_writes_a_spec_that_validates_and_renders(tmp_path: Path, preset: str,
-                                                       framework: str) -> None:
+def test_init_writes_a_spec_that_validates_and_renders(
+    tmp_path: Path, preset: str, framework: str
+) -> None:
     spec = tmp_path / "job.yaml"
     created = run_cli("init", "--preset", preset, "--framework", framework, "-o", str(spec))
     assert created.returncode == 0

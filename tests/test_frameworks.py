@@ -23,8 +23,21 @@ CACHE = Path.home() / ".cache" / "clusterctl" / "frameworks"
 def installed(package: str, version: str) -> tuple[str, ...]:
     target = CACHE / f"{package}-{version}"
     if not (target / ".complete").exists():
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
-                        str(target), f"{package}=={version}"], check=True, timeout=600)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-deps",
+                "--target",
+                str(target),
+                f"{package}=={version}",
+            ],
+            check=True,
+            timeout=600,
+        )
         (target / ".complete").touch()
     return (str(target),)
 
@@ -34,18 +47,26 @@ def verl_091() -> tuple[str, ...]:
     return installed("verl", "0.9.1")
 
 
-@pytest.mark.parametrize("package, version, example", [
-    ("openrlhf", "0.11.2", "openrlhf-70b-h800.yaml"),
-    ("openrlhf", "0.9.10", "openrlhf-mi300x-single-node.yaml"),
-])
+@pytest.mark.parametrize(
+    "package, version, example",
+    [
+        ("openrlhf", "0.11.2", "openrlhf-70b-h800.yaml"),
+        ("openrlhf", "0.9.10", "openrlhf-mi300x-single-node.yaml"),
+    ],
+)
 def test_openrlhf_examples_use_real_arguments(package: str, version: str, example: str) -> None:
     spec = load_spec(ROOT / "examples" / example).spec
     assert spec.versions.openrlhf == version
     path = installed(package, version)
     assert fidelity_findings(spec, path) == []
-    typo = load_spec(ROOT / "examples" / example,
-                     ["workload.args.vllm.num_engins=2" if "." in next(iter(spec.workload.args))
-                      else "workload.args.vllm_num_engins=2"]).spec
+    typo = load_spec(
+        ROOT / "examples" / example,
+        [
+            "workload.args.vllm.num_engins=2"
+            if "." in next(iter(spec.workload.args))
+            else "workload.args.vllm_num_engins=2"
+        ],
+    ).spec
     (finding,) = fidelity_findings(typo, path)
     assert finding.rule.id == "openrlhf-unknown-arg"
     assert "did you mean 'vllm" in finding.message and "num_engines" in finding.message
@@ -57,17 +78,20 @@ def test_openrlhf_check_skips_another_release() -> None:
 
 
 def test_flat_spelling_against_dotted_parser_names_the_new_flag() -> None:
-    spec = load_spec(ROOT / "examples" / "openrlhf-70b-h800.yaml",
-                     ["workload.args.vllm_num_engines=4"]).spec
+    spec = load_spec(
+        ROOT / "examples" / "openrlhf-70b-h800.yaml", ["workload.args.vllm_num_engines=4"]
+    ).spec
     (finding,) = fidelity_findings(spec, installed("openrlhf", "0.11.2"))
     assert "vllm_num_engines" in finding.message
 
 
 def test_parser_generations_differ_as_the_flag_rule_assumes() -> None:
-    flat = parser_flags(Path(installed("openrlhf", "0.9.10")[0], "openrlhf", "cli",
-                             "train_ppo_ray.py").read_text())
-    dotted = parser_flags(Path(installed("openrlhf", "0.11.2")[0], "openrlhf", "cli",
-                               "train_ppo_ray.py").read_text())
+    flat = parser_flags(
+        Path(installed("openrlhf", "0.9.10")[0], "openrlhf", "cli", "train_ppo_ray.py").read_text()
+    )
+    dotted = parser_flags(
+        Path(installed("openrlhf", "0.11.2")[0], "openrlhf", "cli", "train_ppo_ray.py").read_text()
+    )
     assert {"actor_num_nodes", "vllm_num_engines", "colocate_all_models"} <= flat
     assert {"actor.num_nodes", "vllm.num_engines", "train.colocate_all"} <= dotted
     assert "actor_num_nodes" not in dotted
@@ -80,9 +104,13 @@ def test_verl_example_overrides_compose_against_real_config(verl_091: tuple[str,
 
 
 def test_verl_unknown_key_gets_did_you_mean(verl_091: tuple[str, ...]) -> None:
-    spec = load_spec(ROOT / "examples" / "verl-gsm8k-mi300x.yaml",
-                     ["workload.overrides.actor_rollout_ref.rollout.gpu_memory_utilisation=0.8",
-                      "workload.overrides.+trainer.extra_thing=1"]).spec
+    spec = load_spec(
+        ROOT / "examples" / "verl-gsm8k-mi300x.yaml",
+        [
+            "workload.overrides.actor_rollout_ref.rollout.gpu_memory_utilisation=0.8",
+            "workload.overrides.+trainer.extra_thing=1",
+        ],
+    ).spec
     (finding,) = fidelity_findings(spec, verl_091)
     assert finding.rule.id == "verl-unknown-key"
     assert "did you mean 'actor_rollout_ref.rollout.gpu_memory_utilization'" in finding.message

@@ -18,65 +18,149 @@ CPU = ROOT / "examples" / "cpu-dev-cluster.yaml"
 
 # rule id, base example, --set that triggers it, --set for the clean twin
 CASES = [
-    ("openrlhf-gpu-budget", ORL, ["workload.args.vllm.num_engines=8",
-                                  "workload.args.train.colocate_all=false"], []),
+    (
+        "openrlhf-gpu-budget",
+        ORL,
+        ["workload.args.vllm.num_engines=8", "workload.args.train.colocate_all=false"],
+        [],
+    ),
     ("openrlhf-gpus-idle", ORL_AMD, ["workload.args.vllm_num_engines=1"], []),
     ("openrlhf-colocation", ORL_AMD, ["workload.args.ref_num_gpus_per_node=2"], []),
-    ("openrlhf-colocation", ORL, ["workload.args.vllm.num_engines=2"],
-     ["workload.args.vllm.num_engines=4"]),
+    (
+        "openrlhf-colocation",
+        ORL,
+        ["workload.args.vllm.num_engines=2"],
+        ["workload.args.vllm.num_engines=4"],
+    ),
     ("openrlhf-flag-generation", ORL, ["versions.openrlhf=0.9.10"], ["versions.openrlhf=0.10.2"]),
     ("openrlhf-flag-generation", ORL_AMD, ["versions.openrlhf=0.11.2"], []),
-    ("trainer-needs-gpus", VERL, ["hardware.preset=none", "slurm.gpus_per_node=0",
-                                  "network.fabric=ethernet", "network.hcas=[]",
-                                  "network.gid_index=null"], []),
-    ("rollout-tp-divides-node", VERL,
-     ["workload.overrides.actor_rollout_ref.rollout.tensor_model_parallel_size=3"],
-     ["workload.overrides.actor_rollout_ref.rollout.tensor_model_parallel_size=4"]),
-    ("rollout-tp-spans-nodes", VERL,
-     ["workload.overrides.actor_rollout_ref.rollout.tensor_model_parallel_size=16"],
-     ["workload.overrides.actor_rollout_ref.rollout.tensor_model_parallel_size=8"]),
-    ("rollout-tp-spans-nodes", ORL, ["workload.args.vllm.tensor_parallel_size=16",
-                                     "workload.args.vllm.num_engines=1"], []),
+    (
+        "trainer-needs-gpus",
+        VERL,
+        [
+            "hardware.preset=none",
+            "slurm.gpus_per_node=0",
+            "network.fabric=ethernet",
+            "network.hcas=[]",
+            "network.gid_index=null",
+        ],
+        [],
+    ),
+    (
+        "rollout-tp-divides-node",
+        VERL,
+        ["workload.overrides.actor_rollout_ref.rollout.tensor_model_parallel_size=3"],
+        ["workload.overrides.actor_rollout_ref.rollout.tensor_model_parallel_size=4"],
+    ),
+    (
+        "rollout-tp-spans-nodes",
+        VERL,
+        ["workload.overrides.actor_rollout_ref.rollout.tensor_model_parallel_size=16"],
+        ["workload.overrides.actor_rollout_ref.rollout.tensor_model_parallel_size=8"],
+    ),
+    (
+        "rollout-tp-spans-nodes",
+        ORL,
+        ["workload.args.vllm.tensor_parallel_size=16", "workload.args.vllm.num_engines=1"],
+        [],
+    ),
     ("verl-cpus-per-gpu", VERL, ["slurm.cpus_per_task=16"], ["slurm.cpus_per_task=24"]),
-    ("amd-visibility-conflict", VERL, ["container.env.HIP_VISIBLE_DEVICES=0,1",
-                                       "container.env.ROCR_VISIBLE_DEVICES=0,1"],
-     ["container.env.HIP_VISIBLE_DEVICES=0,1"]),
-    ("ray-noset-visibility", VERL, ["container.env.RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES=1"],
-     ["container.env.RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES=1"]),
-    ("ray-noset-visibility", VERL, ["container.env.RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES=''"],
-     []),
-    ("ray-noset-visibility", ORL_AMD,
-     ["versions.ray=2.44.0", "container.env.RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES=1"],
-     ["versions.ray=2.44.0", "container.env.RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES=1"]),
+    (
+        "amd-visibility-conflict",
+        VERL,
+        ["container.env.HIP_VISIBLE_DEVICES=0,1", "container.env.ROCR_VISIBLE_DEVICES=0,1"],
+        ["container.env.HIP_VISIBLE_DEVICES=0,1"],
+    ),
+    (
+        "ray-noset-visibility",
+        VERL,
+        ["container.env.RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES=1"],
+        ["container.env.RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES=1"],
+    ),
+    (
+        "ray-noset-visibility",
+        VERL,
+        ["container.env.RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES=''"],
+        [],
+    ),
+    (
+        "ray-noset-visibility",
+        ORL_AMD,
+        ["versions.ray=2.44.0", "container.env.RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES=1"],
+        ["versions.ray=2.44.0", "container.env.RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES=1"],
+    ),
     ("ray-2.12-rocm", ORL_AMD, ["versions.ray=2.12.0"], ["versions.ray=2.9.3"]),
     ("verl-min-ray", VERL, ["versions.ray=2.40.0"], ["versions.ray=2.41.0"]),
     ("vllm-weight-sync-bug", ORL, ["versions.vllm=0.4.3"], ["versions.vllm=0.4.2"]),
     ("rocm-min-mi300", VERL, ["versions.rocm=6.1.3"], ["versions.rocm=6.2.0"]),
     ("amd-needs-rocm-image", ORL_AMD, ["container.build.dockerfile=cuda"], []),
-    ("fp16-on-mi300", VERL, ["workload.overrides.actor_rollout_ref.rollout.dtype=float16"],
-     ["workload.overrides.actor_rollout_ref.rollout.dtype=bfloat16"]),
+    (
+        "fp16-on-mi300",
+        VERL,
+        ["workload.overrides.actor_rollout_ref.rollout.dtype=float16"],
+        ["workload.overrides.actor_rollout_ref.rollout.dtype=bfloat16"],
+    ),
     ("fp16-on-mi300", ORL_AMD, ["workload.args.param_dtype=fp16"], []),
-    ("torch-compile-rocm62", ORL_AMD, ["container.env.TORCHINDUCTOR_MAX_AUTOTUNE=1"],
-     ["container.env.TORCHINDUCTOR_MAX_AUTOTUNE=0"]),
-    ("rocm-weight-sync", ORL_AMD, ["workload.args.vllm_sync_backend=nccl"],
-     ["workload.args.vllm_sync_backend=nccl", "network.nccl_env.NCCL_P2P_LEVEL=LOC",
-      "network.nccl_env.NCCL_SHM_DISABLE=1"]),
-    ("gpu-memory-utilization", VERL,
-     ["workload.overrides.actor_rollout_ref.rollout.gpu_memory_utilization=0.97"], []),
+    (
+        "torch-compile-rocm62",
+        ORL_AMD,
+        ["container.env.TORCHINDUCTOR_MAX_AUTOTUNE=1"],
+        ["container.env.TORCHINDUCTOR_MAX_AUTOTUNE=0"],
+    ),
+    (
+        "rocm-weight-sync",
+        ORL_AMD,
+        ["workload.args.vllm_sync_backend=nccl"],
+        [
+            "workload.args.vllm_sync_backend=nccl",
+            "network.nccl_env.NCCL_P2P_LEVEL=LOC",
+            "network.nccl_env.NCCL_SHM_DISABLE=1",
+        ],
+    ),
+    (
+        "gpu-memory-utilization",
+        VERL,
+        ["workload.overrides.actor_rollout_ref.rollout.gpu_memory_utilization=0.97"],
+        [],
+    ),
     ("gpu-memory-utilization", ORL, ["workload.args.vllm.gpu_memory_utilization=0.95"], []),
     ("nccl-socket-ifname", VERL, ["network.socket_ifname=null"], []),
     ("ib-hca-names", VERL, ["network.hcas=[rdma0, rdma1]"], ["network.hcas=[mlx5_0, bnxt_re1]"]),
-    ("roce-gid-index", VERL, ["network.fabric=roce", "network.gid_index=null"],
-     ["network.fabric=roce"]),
-    ("nccl-debug-trace", VERL, ["network.nccl_env.NCCL_DEBUG=TRACE"],
-     ["network.nccl_env.NCCL_DEBUG=INFO"]),
+    (
+        "roce-gid-index",
+        VERL,
+        ["network.fabric=roce", "network.gid_index=null"],
+        ["network.fabric=roce"],
+    ),
+    (
+        "nccl-debug-trace",
+        VERL,
+        ["network.nccl_env.NCCL_DEBUG=TRACE"],
+        ["network.nccl_env.NCCL_DEBUG=INFO"],
+    ),
     ("ray-temp-dir-shared", VERL, ["ray.temp_dir=/data/ray"], ["ray.temp_dir=/tmp/ray-job"]),
-    ("loopback-head", CPU, [], ["network.allow_loopback=false", "network.socket_ifname=eth0",
-                                "network.address_source=interface"]),
-    ("loopback-head", CPU, ["network.allow_loopback=false"],
-     ["network.allow_loopback=false", "slurm.nodes=1"]),
-    ("literal-secret", VERL, ["container.env.OPENAI_API_KEY=sk-123"],
-     ["container.env.OPENAI_BASE_URL=http://x"]),
+    (
+        "loopback-head",
+        CPU,
+        [],
+        [
+            "network.allow_loopback=false",
+            "network.socket_ifname=eth0",
+            "network.address_source=interface",
+        ],
+    ),
+    (
+        "loopback-head",
+        CPU,
+        ["network.allow_loopback=false"],
+        ["network.allow_loopback=false", "slurm.nodes=1"],
+    ),
+    (
+        "literal-secret",
+        VERL,
+        ["container.env.OPENAI_API_KEY=sk-123"],
+        ["container.env.OPENAI_BASE_URL=http://x"],
+    ),
 ]
 
 
@@ -85,10 +169,12 @@ def rule_ids(example: object, sets: list[str]) -> set[str]:
     return {f.rule.id for f in lint(loaded)}
 
 
-@pytest.mark.parametrize("rule_id, example, trigger, clean", CASES,
-                         ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
-def test_rule_triggers_and_its_twin_does_not(rule_id: str, example: object, trigger: list[str],
-                                             clean: list[str]) -> None:
+@pytest.mark.parametrize(
+    "rule_id, example, trigger, clean", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)]
+)
+def test_rule_triggers_and_its_twin_does_not(
+    rule_id: str, example: object, trigger: list[str], clean: list[str]
+) -> None:
     assert rule_id in rule_ids(example, trigger)
     assert rule_id not in rule_ids(example, clean)
 
@@ -119,18 +205,34 @@ def test_spec_level_allow_list() -> None:
     assert any("[verl-min-ray]" in w.message for w in warnings)
 
 
-@pytest.mark.parametrize("sets, expected", [
-    # the 2 x 8 example: every model colocated on 16 GPUs
-    ([], 16),
-    # no colocation: actor 16 + ref 16 + critic 16 + reward 16 + vLLM 4x4
-    (["workload.args.train.colocate_all=false"], 80),
-    # GRPO-style: no critic; remote reward drops the reward model; KL 0 drops ref
-    (["workload.args.train.colocate_all=false", "workload.args.algo.advantage.estimator=group_norm",
-      "workload.args.reward.remote_url=http://rm", "workload.args.algo.kl.init_coef=0"], 32),
-    # actor+ref and critic+reward colocated in pairs
-    (["workload.args.train.colocate_all=false", "workload.args.train.colocate_actor_ref=true",
-      "workload.args.train.colocate_critic_reward=true"], 48),
-])
+@pytest.mark.parametrize(
+    "sets, expected",
+    [
+        # the 2 x 8 example: every model colocated on 16 GPUs
+        ([], 16),
+        # no colocation: actor 16 + ref 16 + critic 16 + reward 16 + vLLM 4x4
+        (["workload.args.train.colocate_all=false"], 80),
+        # GRPO-style: no critic; remote reward drops the reward model; KL 0 drops ref
+        (
+            [
+                "workload.args.train.colocate_all=false",
+                "workload.args.algo.advantage.estimator=group_norm",
+                "workload.args.reward.remote_url=http://rm",
+                "workload.args.algo.kl.init_coef=0",
+            ],
+            32,
+        ),
+        # actor+ref and critic+reward colocated in pairs
+        (
+            [
+                "workload.args.train.colocate_all=false",
+                "workload.args.train.colocate_actor_ref=true",
+                "workload.args.train.colocate_critic_reward=true",
+            ],
+            48,
+        ),
+    ],
+)
 def test_openrlhf_gpu_budget_arithmetic(sets: list[str], expected: int) -> None:
     wl = load_spec(ORL, sets).spec.workload
     assert isinstance(wl, OpenRLHFWorkload)

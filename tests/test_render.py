@@ -36,8 +36,9 @@ def test_example_bundle_matches_golden(example: Path) -> None:
     expected = {p.name: p.read_text() for p in golden_dir.iterdir()}
     assert set(expected) == set(bundle.files), "bundle files differ from the golden set"
     for name, f in bundle.files.items():
-        assert f.content == expected[name], f"{example.stem}/{name} differs from golden " \
-                                            "(UPDATE_GOLDEN=1 to accept)"
+        assert f.content == expected[name], (
+            f"{example.stem}/{name} differs from golden (UPDATE_GOLDEN=1 to accept)"
+        )
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
@@ -46,8 +47,9 @@ def test_rendered_script_is_valid_bash_and_shellcheck_clean(example: Path, tmp_p
     script.write_text(render_bundle(load_spec(example).spec).script)
     syntax = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
     assert syntax.returncode == 0, syntax.stderr
-    check = subprocess.run(["shellcheck", "--severity=style", str(script)], capture_output=True,
-                           text=True)
+    check = subprocess.run(
+        ["shellcheck", "--severity=style", str(script)], capture_output=True, text=True
+    )
     assert check.returncode == 0, check.stdout
 
 
@@ -119,7 +121,8 @@ def test_amd_container_gets_devices_group_and_visibility_switch() -> None:
     assert args[args.index("--group-add") + 1] == "video"
     assert plan.container_env["RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES"] == "1"
     assert not {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"} & set(
-        plan.container_env)
+        plan.container_env
+    )
     assert plan.container_env["NCCL_IB_HCA"].startswith("mlx5_0,")
     assert plan.container_env["NCCL_SOCKET_IFNAME"] == "ib0"
     # secrets pass by name only: their values never enter the script
@@ -144,11 +147,11 @@ def test_gres_request_form() -> None:
 
 PAYLOADS = [
     "a'; touch {canary}; echo '",
-    '$(touch {canary})',
-    '`touch {canary}`',
-    'x\ntouch {canary}\n',
-    'x; touch {canary} #',
-    '${{IFS}}$(touch${{IFS}}{canary})',
+    "$(touch {canary})",
+    "`touch {canary}`",
+    "x\ntouch {canary}\n",
+    "x; touch {canary} #",
+    "${{IFS}}$(touch${{IFS}}{canary})",
     '" && touch {canary} && "',
 ]
 
@@ -162,24 +165,42 @@ def _hostile_variants(canary: str) -> list[tuple[str, dict[str, Any]]]:
         out += [
             (f"container.env[{i}]", {"container": {"env": {"PAYLOAD": value}}}),
             (f"network.nccl_env[{i}]", {"network": {"nccl_env": {"NCCL_ALGO": value}}}),
-            (f"container.mounts[{i}]", {"container": {"mounts": [
-                {"source": path_value, "target": path_value}]}}),
+            (
+                f"container.mounts[{i}]",
+                {"container": {"mounts": [{"source": path_value, "target": path_value}]}},
+            ),
             (f"container.workdir[{i}]", {"container": {"workdir": path_value}}),
-            (f"container.load_from[{i}]", {"container": {"pull": "load",
-                                                         "load_from": path_value}}),
-            (f"container.extra_args[{i}]", {"container": {"extra_args": ["--cap-add",
-                                                                         value.replace("\n", " ")]}}),
+            (f"container.load_from[{i}]", {"container": {"pull": "load", "load_from": path_value}}),
+            (
+                f"container.extra_args[{i}]",
+                {"container": {"extra_args": ["--cap-add", value.replace("\n", " ")]}},
+            ),
             (f"logs.dir[{i}]", {"logs": {"dir": value.replace("\n", " ")}}),
             (f"workload.command[{i}]", {"workload": {"framework": "command", "command": value}}),
             (f"workload.argv[{i}]", {"workload": {"framework": "command", "command": [value]}}),
-            (f"verl.overrides[{i}]", {"hardware": {"preset": "h100"}, "workload": {
-                "framework": "verl", "overrides": {"data.train_files": value}}}),
-            (f"openrlhf.args[{i}]", {"hardware": {"preset": "h100"}, "workload": {
-                "framework": "openrlhf", "args": {"pretrain": value},
-                "runtime_env": {"working_dir": value}}}),
+            (
+                f"verl.overrides[{i}]",
+                {
+                    "hardware": {"preset": "h100"},
+                    "workload": {"framework": "verl", "overrides": {"data.train_files": value}},
+                },
+            ),
+            (
+                f"openrlhf.args[{i}]",
+                {
+                    "hardware": {"preset": "h100"},
+                    "workload": {
+                        "framework": "openrlhf",
+                        "args": {"pretrain": value},
+                        "runtime_env": {"working_dir": value},
+                    },
+                },
+            ),
             (f"build.pip_packages[{i}]", {"container": {"build": {"pip_packages": [value]}}}),
-            (f"build.versions[{i}]", {"versions": {"verl": value},
-                                      "container": {"build": {"dockerfile": "cpu"}}}),
+            (
+                f"build.versions[{i}]",
+                {"versions": {"verl": value}, "container": {"build": {"dockerfile": "cpu"}}},
+            ),
         ]
     return out
 
@@ -187,8 +208,11 @@ def _hostile_variants(canary: str) -> list[tuple[str, dict[str, Any]]]:
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in extra.items():
-        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(
-            out.get(key), dict) and key != "workload" else value
+        out[key] = (
+            _merge(out[key], value)
+            if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "workload"
+            else value
+        )
     return out
 
 
@@ -211,8 +235,10 @@ def test_hostile_strings_never_run_when_the_script_is_read(tmp_path: Path) -> No
     import yaml
 
     canary = tmp_path / "PWNED"
-    base = {"container": {"image": "clusterctl/dev:latest"},
-            "workload": {"framework": "command", "command": "true"}}
+    base = {
+        "container": {"image": "clusterctl/dev:latest"},
+        "workload": {"framework": "command", "command": "true"},
+    }
     checked = 0
     for field, fragment in _hostile_variants(str(canary)):
         text = yaml.safe_dump(_merge(base, fragment))
@@ -225,13 +251,17 @@ def test_hostile_strings_never_run_when_the_script_is_read(tmp_path: Path) -> No
         if field.startswith("build."):
             probe_text = _dockerfile_pip_probe(bundle.files["Dockerfile.cpu"].content)
         else:
-            probe_text = "set -u\n" + _settings(bundle.script) + (
-                "\ndeclare -p CC_WORKLOAD CC_DOCKER_ARGS CC_LOG_ROOT CC_LOAD_FROM "
-                "CC_JOB_SUBMIT_ARGS\n")
+            probe_text = (
+                "set -u\n"
+                + _settings(bundle.script)
+                + (
+                    "\ndeclare -p CC_WORKLOAD CC_DOCKER_ARGS CC_LOG_ROOT CC_LOAD_FROM "
+                    "CC_JOB_SUBMIT_ARGS\n"
+                )
+            )
         probe = tmp_path / "probe.sh"
         probe.write_text(probe_text)
-        result = subprocess.run(["bash", str(probe)], capture_output=True, text=True,
-                                cwd=tmp_path)
+        result = subprocess.run(["bash", str(probe)], capture_output=True, text=True, cwd=tmp_path)
         assert result.returncode == 0 and not result.stderr, (field, result.stderr)
         assert not canary.exists(), f"{field}: the payload ran"
         assert "PWNED" in result.stdout, f"{field}: the value did not arrive intact"
@@ -240,13 +270,16 @@ def test_hostile_strings_never_run_when_the_script_is_read(tmp_path: Path) -> No
 
 
 def test_hostile_value_round_trips_exactly(tmp_path: Path) -> None:
-    value = "it's $(not) `run`; \"quoted\"\nsecond line \\ back"
+    value = 'it\'s $(not) `run`; "quoted"\nsecond line \\ back'
     spec = load_spec_text(
         "container:\n  image: x\n  env:\n    PAYLOAD: " + json.dumps(value) + "\n"
-        "workload: {framework: command, command: 'true'}\n").spec
+        "workload: {framework: command, command: 'true'}\n"
+    ).spec
     settings = _settings(render_bundle(spec).script)
     probe = tmp_path / "probe.sh"
-    probe.write_text(settings + '\nfor a in "${CC_DOCKER_ARGS[@]}"; do '
-                     '[[ $a == PAYLOAD=* ]] && printf "%s" "${a#PAYLOAD=}"; done\n')
+    probe.write_text(
+        settings + '\nfor a in "${CC_DOCKER_ARGS[@]}"; do '
+        '[[ $a == PAYLOAD=* ]] && printf "%s" "${a#PAYLOAD=}"; done\n'
+    )
     out = subprocess.run(["bash", str(probe)], capture_output=True, text=True, check=True)
     assert out.stdout == value

@@ -50,8 +50,10 @@ def test_ethernet_fabric_drops_infiniband_device() -> None:
 
 
 def test_explicit_values_win_over_preset() -> None:
-    spec = load_spec_text(MINIMAL + "hardware: {preset: mi300x}\nslurm: {gpus_per_node: 4}\n"
-                          "ray: {num_gpus: 2, num_cpus: 12}\n").spec
+    spec = load_spec_text(
+        MINIMAL + "hardware: {preset: mi300x}\nslurm: {gpus_per_node: 4}\n"
+        "ray: {num_gpus: 2, num_cpus: 12}\n"
+    ).spec
     assert (spec.slurm.gpus_per_node, spec.ray.num_gpus, spec.ray.num_cpus) == (4, 2, 12)
 
 
@@ -66,8 +68,9 @@ def test_malformed_yaml_names_the_line() -> None:
     assert found[0].startswith("job.yaml:3:") and "malformed YAML" in found[0]
 
 
-@pytest.mark.parametrize("text, kind", [("- a\n- b\n", "list"), ("just text\n", "str"),
-                                        ("", "empty")])
+@pytest.mark.parametrize(
+    "text, kind", [("- a\n- b\n", "list"), ("just text\n", "str"), ("", "empty")]
+)
 def test_document_must_be_a_mapping(text: str, kind: str) -> None:
     found = problems(text)
     assert len(found) == 1 and f"must be a YAML mapping, got {kind}" in found[0]
@@ -115,25 +118,36 @@ def test_sbatch_value_with_space_or_newline_is_refused() -> None:
     assert len(found) == 1 and "slurm.partition" in found[0]
 
 
-@pytest.mark.parametrize("section, expected", [
-    ("slurm: {nodes: 2}\nworkload:\n  framework: verl\n  overrides: {trainer.nnodes: 4}\n"
-     "hardware: {preset: h100}\n",
-     'workload.overrides["trainer.nnodes"]: trainer.nnodes=4 contradicts the allocation (2)'),
-    ("ray: {num_gpus: 4}\n", "ray.num_gpus: Ray would offer 4 GPUs per node but the job asks"),
-    ("container: {image: x, pull: load}\n", "container.load_from: pull: load needs"),
-    ("hardware: {preset: none}\nslurm: {gpus_per_node: 2}\n", "slurm.gpus_per_node: 2 GPUs"),
-    ("network: {fabric: ethernet, hcas: [mlx5_0]}\n", "network.hcas: HCAs listed"),
-    ("ray: {dashboard_port: 6379}\n", "ray.dashboard_port: port 6379 is also ray.head_port"),
-    ("slurm: {extra: ['--nodes=3']}\n", "slurm.extra[0]: --nodes is set by clusterctl"),
-    ("slurm: {extra: ['-N 3']}\n", "slurm.extra[0]: --nodes is set by clusterctl"),
-    ("container: {image: x, extra_args: ['--network=bridge']}\n",
-     "container.extra_args[0]: docker run --network is controlled by clusterctl"),
-    ("container: {image: x, extra_args: ['-dit']}\n",
-     "container.extra_args[0]: docker run --detach is controlled"),
-    ("container: {image: x, env: {A: '1'}, env_passthrough: [A]}\n",
-     "container.env.A: also listed in container.env_passthrough"),
-    ("ray: {min_worker_port: 20000}\n", "ray.max_worker_port: set min_worker_port and max"),
-])
+@pytest.mark.parametrize(
+    "section, expected",
+    [
+        (
+            "slurm: {nodes: 2}\nworkload:\n  framework: verl\n  overrides: {trainer.nnodes: 4}\n"
+            "hardware: {preset: h100}\n",
+            'workload.overrides["trainer.nnodes"]: trainer.nnodes=4 contradicts the allocation (2)',
+        ),
+        ("ray: {num_gpus: 4}\n", "ray.num_gpus: Ray would offer 4 GPUs per node but the job asks"),
+        ("container: {image: x, pull: load}\n", "container.load_from: pull: load needs"),
+        ("hardware: {preset: none}\nslurm: {gpus_per_node: 2}\n", "slurm.gpus_per_node: 2 GPUs"),
+        ("network: {fabric: ethernet, hcas: [mlx5_0]}\n", "network.hcas: HCAs listed"),
+        ("ray: {dashboard_port: 6379}\n", "ray.dashboard_port: port 6379 is also ray.head_port"),
+        ("slurm: {extra: ['--nodes=3']}\n", "slurm.extra[0]: --nodes is set by clusterctl"),
+        ("slurm: {extra: ['-N 3']}\n", "slurm.extra[0]: --nodes is set by clusterctl"),
+        (
+            "container: {image: x, extra_args: ['--network=bridge']}\n",
+            "container.extra_args[0]: docker run --network is controlled by clusterctl",
+        ),
+        (
+            "container: {image: x, extra_args: ['-dit']}\n",
+            "container.extra_args[0]: docker run --detach is controlled",
+        ),
+        (
+            "container: {image: x, env: {A: '1'}, env_passthrough: [A]}\n",
+            "container.env.A: also listed in container.env_passthrough",
+        ),
+        ("ray: {min_worker_port: 20000}\n", "ray.max_worker_port: set min_worker_port and max"),
+    ],
+)
 def test_contradictions_between_sections(section: str, expected: str) -> None:
     base = MINIMAL
     if section.startswith("container:"):
@@ -147,9 +161,12 @@ def test_contradictions_between_sections(section: str, expected: str) -> None:
 
 
 def test_allowed_docker_extra_args_pass() -> None:
-    spec = load_spec_text(MINIMAL.replace(
-        "  image: clusterctl/dev:latest",
-        "  image: clusterctl/dev:latest\n  extra_args: [--cap-add, SYS_ADMIN, --privileged]")).spec
+    spec = load_spec_text(
+        MINIMAL.replace(
+            "  image: clusterctl/dev:latest",
+            "  image: clusterctl/dev:latest\n  extra_args: [--cap-add, SYS_ADMIN, --privileged]",
+        )
+    ).spec
     assert spec.container.extra_args == ["--cap-add", "SYS_ADMIN", "--privileged"]
 
 
@@ -162,8 +179,9 @@ def test_set_overrides_values_and_reports_set_as_source() -> None:
 
 def test_set_keeps_dotted_keys_inside_free_form_mappings() -> None:
     data = {"workload": {"framework": "verl", "overrides": {}}}
-    apply_overrides(data, ["workload.overrides.trainer.total_epochs=3",
-                           "container.env.HF_HOME=/cache"])
+    apply_overrides(
+        data, ["workload.overrides.trainer.total_epochs=3", "container.env.HF_HOME=/cache"]
+    )
     assert data["workload"]["overrides"] == {"trainer.total_epochs": 3}
     assert data["container"] == {"env": {"HF_HOME": "/cache"}}
 

@@ -20,10 +20,18 @@ def dev_cluster() -> None:
 
 @dev_cluster.command()
 @click.option("--nodes", type=click.IntRange(1, 16), default=4, show_default=True)
-@click.option("--install/--no-install", default=True, show_default=True,
-              help="apt-get install missing packages (slurm-wlm, munge, docker.io, debootstrap).")
-@click.option("--image/--no-image", default=True, show_default=True,
-              help="Build the CPU image clusterctl/dev:latest if it is missing.")
+@click.option(
+    "--install/--no-install",
+    default=True,
+    show_default=True,
+    help="apt-get install missing packages (slurm-wlm, munge, docker.io, debootstrap).",
+)
+@click.option(
+    "--image/--no-image",
+    default=True,
+    show_default=True,
+    help="Build the CPU image clusterctl/dev:latest if it is missing.",
+)
 def up(nodes: int, install: bool, image: bool) -> None:
     """Start munge, dockerd, slurmctld and N slurmd; build the image. Idempotent."""
     from clusterctl.devcluster import cluster
@@ -53,13 +61,19 @@ def status() -> None:
     from clusterctl.devcluster import cluster
 
     st = cluster.status()
-    rows = [("munge", st.munge), ("docker (host networking)", st.docker and not st.docker_bridges),
-            ("slurmctld", st.slurmctld), (f"image {cluster.DEV_IMAGE}", st.image)]
+    rows = [
+        ("munge", st.munge),
+        ("docker (host networking)", st.docker and not st.docker_bridges),
+        ("slurmctld", st.slurmctld),
+        (f"image {cluster.DEV_IMAGE}", st.image),
+    ]
     for name, good in rows:
         click.echo(f"{'ok  ' if good else 'DOWN'} {name}")
     for node, state in sorted(st.nodes.items()):
-        click.echo(f"{'ok  ' if state.rstrip('*~#') in ('idle', 'mix', 'alloc') else 'DOWN'} "
-                   f"{node}: {state}")
+        click.echo(
+            f"{'ok  ' if state.rstrip('*~#') in ('idle', 'mix', 'alloc') else 'DOWN'} "
+            f"{node}: {state}"
+        )
     click.echo(f"SLURM_CONF={cluster.SLURM_CONF}")
     healthy = all(good for _, good in rows) and bool(st.nodes)
     sys.exit(0 if healthy else 1)

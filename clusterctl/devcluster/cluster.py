@@ -9,6 +9,7 @@ Dockerfile.cpu template.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -29,9 +30,15 @@ RAY_VERSION = "2.60.0"
 TORCH_VERSION = "2.13.0"
 CTLD_PORT, SLURMD_DEFAULT_PORT, SLURMD_PORT_BASE = 16817, 16818, 17001
 APT_PACKAGES = ("slurm-wlm", "munge", "docker.io", "debootstrap", "iproute2", "procps")
-BINARIES = {"munged": "munge", "slurmctld": "slurm-wlm", "slurmd": "slurm-wlm",
-            "sbatch": "slurm-wlm", "dockerd": "docker.io", "debootstrap": "debootstrap",
-            "ip": "iproute2"}
+BINARIES = {
+    "munged": "munge",
+    "slurmctld": "slurm-wlm",
+    "slurmd": "slurm-wlm",
+    "sbatch": "slurm-wlm",
+    "dockerd": "docker.io",
+    "debootstrap": "debootstrap",
+    "ip": "iproute2",
+}
 MARKER = "# managed by clusterctl dev-cluster"
 
 Say = Callable[[str], None]
@@ -47,10 +54,15 @@ class Status:
     image: bool
 
 
-def run(cmd: Sequence[str], check: bool = True, timeout: float | None = 120,
-        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(cmd), check=check, text=True, capture_output=True,
-                          timeout=timeout, env=env)
+def run(
+    cmd: Sequence[str],
+    check: bool = True,
+    timeout: float | None = 120,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        list(cmd), check=check, text=True, capture_output=True, timeout=timeout, env=env
+    )
 
 
 def ok(cmd: Sequence[str], timeout: float = 20) -> bool:
@@ -72,8 +84,13 @@ def spawn(cmd: Sequence[str], log: Path) -> int:
     """Start a daemon detached from this process; returns its pid."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
-        proc = subprocess.Popen(list(cmd), stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            list(cmd),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     return proc.pid
 
 
@@ -98,8 +115,10 @@ def install_packages(say: Say) -> None:
     if not missing:
         return
     if shutil.which("apt-get") is None:
-        raise UsageError("missing " + ", ".join(sorted(missing)) + " and no apt-get to install "
-                         "them; install packages " + " ".join(sorted(set(missing.values()))))
+        raise UsageError(
+            "missing " + ", ".join(sorted(missing)) + " and no apt-get to install "
+            "them; install packages " + " ".join(sorted(set(missing.values())))
+        )
     say(f"installing {' '.join(APT_PACKAGES)} with apt-get")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     run(["apt-get", "update", "-qq"], timeout=600, env=env)
@@ -117,8 +136,9 @@ def _munge_roundtrip() -> bool:
         token = run(["munge", "-n"], check=False, timeout=10)
         if token.returncode != 0:
             return False
-        back = subprocess.run(["unmunge"], input=token.stdout, text=True, capture_output=True,
-                              timeout=10, check=False)
+        back = subprocess.run(
+            ["unmunge"], input=token.stdout, text=True, capture_output=True, timeout=10, check=False
+        )
         return back.returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
@@ -160,12 +180,16 @@ def start_docker(say: Say) -> None:
     if docker_ok():
         bridges = docker_bridges()
         if bridges:
-            say(f"warning: the running Docker engine has bridge networks ({', '.join(bridges)}); "
-                "clusterctl uses host networking only")
+            say(
+                f"warning: the running Docker engine has bridge networks ({', '.join(bridges)}); "
+                "clusterctl uses host networking only"
+            )
         return
     say("starting dockerd (--bridge=none --iptables=false, host networking only)")
-    spawn(["dockerd", "--bridge=none", "--iptables=false", "--ip-masq=false"],
-          STATE_DIR / "log" / "dockerd.log")
+    spawn(
+        ["dockerd", "--bridge=none", "--iptables=false", "--ip-masq=false"],
+        STATE_DIR / "log" / "dockerd.log",
+    )
     wait_until(docker_ok, 60, "dockerd answering")
 
 
@@ -195,7 +219,8 @@ def slurm_conf(nodes: int) -> str:
     node_lines = "\n".join(
         f"NodeName=node{i} NodeHostname=localhost NodeAddr={node_addr(i)} "
         f"Port={SLURMD_PORT_BASE + i - 1} CPUs=2 RealMemory=4000 State=UNKNOWN"
-        for i in range(1, nodes + 1))
+        for i in range(1, nodes + 1)
+    )
     return f"""{MARKER}
 ClusterName=dev
 SlurmctldHost=localhost
@@ -239,8 +264,11 @@ def node_states() -> dict[str, str]:
 
 
 def slurmctld_ok() -> bool:
-    return ok(["scontrol", "ping"], timeout=10) and bool(node_states()) if SLURM_CONF.exists() \
+    return (
+        ok(["scontrol", "ping"], timeout=10) and bool(node_states())
+        if SLURM_CONF.exists()
         else False
+    )
 
 
 def _pids(pattern: str) -> list[int]:
@@ -251,10 +279,8 @@ def _pids(pattern: str) -> list[int]:
 def stop_slurm() -> None:
     for pattern in (f"slurmd -f {SLURM_CONF}", f"slurmctld -f {SLURM_CONF}"):
         for pid in _pids(pattern):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, 15)
-            except ProcessLookupError:
-                pass
     wait_until(lambda: not _pids(f"slurm.* -f {SLURM_CONF}"), 30, "SLURM daemons stopping")
 
 
@@ -319,9 +345,23 @@ def wheelhouse(say: Say) -> Path:
         return wheels
     wheels.mkdir(parents=True, exist_ok=True)
     say(f"downloading wheels for ray[default]=={RAY_VERSION} and torch=={TORCH_VERSION}")
-    run(["python3", "-m", "pip", "download", "-q", "-d", str(wheels), "--python-version", "3.11",
-         "--only-binary=:all:", f"ray[default]=={RAY_VERSION}", f"torch=={TORCH_VERSION}"],
-        timeout=1800)
+    run(
+        [
+            "python3",
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "-d",
+            str(wheels),
+            "--python-version",
+            "3.11",
+            "--only-binary=:all:",
+            f"ray[default]=={RAY_VERSION}",
+            f"torch=={TORCH_VERSION}",
+        ],
+        timeout=1800,
+    )
     stamp.touch()
     return wheels
 
@@ -333,12 +373,26 @@ def base_image(say: Say) -> None:
     if not (rootfs / "usr" / "bin" / "python3").exists():
         shutil.rmtree(rootfs, ignore_errors=True)
         say("debootstrap: a minimal Debian bookworm with python3 (about a minute)")
-        run(["debootstrap", "--variant=minbase", "--include=python3,python3-venv,procps,iproute2",
-             "bookworm", str(rootfs), "http://deb.debian.org/debian"], timeout=1800)
+        run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                "--include=python3,python3-venv,procps,iproute2",
+                "bookworm",
+                str(rootfs),
+                "http://deb.debian.org/debian",
+            ],
+            timeout=1800,
+        )
     say(f"importing {BASE_IMAGE}")
     tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-    subprocess.run(["docker", "import", "-", BASE_IMAGE], stdin=tar.stdout, check=True,
-                   capture_output=True, timeout=600)
+    subprocess.run(
+        ["docker", "import", "-", BASE_IMAGE],
+        stdin=tar.stdout,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     tar.wait()
 
 
@@ -347,12 +401,16 @@ def dev_image_dockerfile(ray_version: str = RAY_VERSION) -> str:
     from clusterctl.render.bundle import render_bundle
     from clusterctl.spec.models import JobSpec
 
-    spec = JobSpec.model_validate({
-        "versions": {"ray": ray_version, "torch": TORCH_VERSION},
-        "container": {"image": DEV_IMAGE, "build": {
-            "dockerfile": "cpu", "base_image": BASE_IMAGE, "wheelhouse": "wheels"}},
-        "workload": {"framework": "command", "command": "true"},
-    })
+    spec = JobSpec.model_validate(
+        {
+            "versions": {"ray": ray_version, "torch": TORCH_VERSION},
+            "container": {
+                "image": DEV_IMAGE,
+                "build": {"dockerfile": "cpu", "base_image": BASE_IMAGE, "wheelhouse": "wheels"},
+            },
+            "workload": {"framework": "command", "command": "true"},
+        }
+    )
     return render_bundle(spec).files["Dockerfile.cpu"].content
 
 
@@ -395,9 +453,23 @@ def start_engine(name: str, say: Say) -> str:
     for d in (root, run_dir):
         d.mkdir(parents=True, exist_ok=True)
     say(f"starting a separate Docker engine {name}")
-    spawn(["dockerd", "--bridge=none", "--iptables=false", "--ip-masq=false",
-           "-H", host, "--data-root", str(root / "data"), "--exec-root", str(run_dir),
-           "--pidfile", str(run_dir / "dockerd.pid")], STATE_DIR / "log" / f"dockerd-{name}.log")
+    spawn(
+        [
+            "dockerd",
+            "--bridge=none",
+            "--iptables=false",
+            "--ip-masq=false",
+            "-H",
+            host,
+            "--data-root",
+            str(root / "data"),
+            "--exec-root",
+            str(run_dir),
+            "--pidfile",
+            str(run_dir / "dockerd.pid"),
+        ],
+        STATE_DIR / "log" / f"dockerd-{name}.log",
+    )
     wait_until(lambda: ok(["docker", "-H", host, "info"]), 60, f"engine {name} answering")
     return host
 
@@ -417,13 +489,34 @@ def build_ray_variant_image(docker_host: str, ray_version: str, say: Say) -> Non
     env = {**os.environ, "DOCKER_HOST": docker_host}
     if not ok(["docker", "-H", docker_host, "image", "inspect", BASE_IMAGE]):
         save = subprocess.Popen(["docker", "save", BASE_IMAGE], stdout=subprocess.PIPE)
-        subprocess.run(["docker", "load"], stdin=save.stdout, env=env, check=True,
-                       capture_output=True, timeout=600)
+        subprocess.run(
+            ["docker", "load"],
+            stdin=save.stdout,
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
         save.wait()
     wheels = CACHE_DIR / "wheels"
     say(f"downloading ray=={ray_version}")
-    run(["python3", "-m", "pip", "download", "-q", "--no-deps", "-d", str(wheels),
-         "--python-version", "3.11", "--only-binary=:all:", f"ray=={ray_version}"], timeout=1800)
+    run(
+        [
+            "python3",
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "-d",
+            str(wheels),
+            "--python-version",
+            "3.11",
+            "--only-binary=:all:",
+            f"ray=={ray_version}",
+        ],
+        timeout=1800,
+    )
     context = STATE_DIR / f"build-ray{ray_version}"
     shutil.rmtree(context, ignore_errors=True)
     (context / "wheels").mkdir(parents=True)
@@ -450,8 +543,13 @@ def up(nodes: int, say: Say, install: bool = True, image: bool = True) -> None:
         install_packages(say)
     missing = missing_binaries()
     if missing:
-        raise UsageError("missing " + ", ".join(sorted(missing)) + "; install packages "
-                         + " ".join(sorted(set(missing.values()))) + " (or drop --no-install)")
+        raise UsageError(
+            "missing "
+            + ", ".join(sorted(missing))
+            + "; install packages "
+            + " ".join(sorted(set(missing.values())))
+            + " (or drop --no-install)"
+        )
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     start_munge(say)
     start_docker(say)

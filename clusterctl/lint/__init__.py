@@ -21,8 +21,7 @@ def lint(loaded: LoadedSpec) -> list[Finding]:
 
 def _problem(loaded: LoadedSpec, finding: Finding) -> Problem:
     message = f"[{finding.rule.id}] {finding.message}; fix: {finding.rule.fix}"
-    return Problem(format_path(finding.path), message, loaded.source,
-                   loaded.line_of(finding.path))
+    return Problem(format_path(finding.path), message, loaded.source, loaded.line_of(finding.path))
 
 
 def lint_or_raise(loaded: LoadedSpec, allowed: Iterable[str] = ()) -> list[Problem]:
@@ -30,9 +29,17 @@ def lint_or_raise(loaded: LoadedSpec, allowed: Iterable[str] = ()) -> list[Probl
     allow = set(loaded.spec.lint.allow) | set(allowed)
     unknown = sorted(allow - set(RULES))
     if unknown:
-        raise SpecError([Problem("lint.allow", f"unknown rule id {u!r} (see clusterctl rules)",
-                                 loaded.source, loaded.line_of(("lint", "allow")))
-                         for u in unknown])
+        raise SpecError(
+            [
+                Problem(
+                    "lint.allow",
+                    f"unknown rule id {u!r} (see clusterctl rules)",
+                    loaded.source,
+                    loaded.line_of(("lint", "allow")),
+                )
+                for u in unknown
+            ]
+        )
     errors, warnings = [], []
     for finding in lint(loaded):
         problem = _problem(loaded, finding)

@@ -16,9 +16,21 @@ def rules(as_json: bool) -> None:
 
     every = [*RULES.values(), *FIDELITY_RULES]
     if as_json:
-        click.echo(json.dumps([
-            {"id": r.id, "severity": r.severity, "summary": r.summary, "fix": r.fix,
-             "source": r.source} for r in every], indent=2))
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "id": r.id,
+                        "severity": r.severity,
+                        "summary": r.summary,
+                        "fix": r.fix,
+                        "source": r.source,
+                    }
+                    for r in every
+                ],
+                indent=2,
+            )
+        )
         return
     from rich.console import Console
     from rich.table import Table

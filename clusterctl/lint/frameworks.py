@@ -12,7 +12,7 @@ import ast
 import difflib
 import importlib.machinery
 import importlib.metadata
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
@@ -20,13 +20,21 @@ from clusterctl.lint.registry import Finding, Rule
 from clusterctl.spec.models import JobSpec, OpenRLHFWorkload, VerlWorkload
 
 VERL_UNKNOWN = Rule(
-    "verl-unknown-key", "error", "a Hydra override that verl's config does not have",
+    "verl-unknown-key",
+    "error",
+    "a Hydra override that verl's config does not have",
     "fix the key (see the did-you-mean) or prefix it with + to add a new one",
-    "verl/trainer/config/ppo_trainer.yaml, composed with Hydra", lambda spec: ())
+    "verl/trainer/config/ppo_trainer.yaml, composed with Hydra",
+    lambda spec: (),
+)
 OPENRLHF_UNKNOWN = Rule(
-    "openrlhf-unknown-arg", "error", "an argument OpenRLHF's parser does not define",
+    "openrlhf-unknown-arg",
+    "error",
+    "an argument OpenRLHF's parser does not define",
     "fix the name (see the did-you-mean); OpenRLHF renamed flags to dotted names in 0.11",
-    "openrlhf/cli/train_ppo_ray.py argument parser", lambda spec: ())
+    "openrlhf/cli/train_ppo_ray.py argument parser",
+    lambda spec: (),
+)
 FIDELITY_RULES = (VERL_UNKNOWN, OPENRLHF_UNKNOWN)
 
 # The Hydra config each verl entry point composes.
@@ -45,7 +53,12 @@ def package_dir(name: str, path: SearchPath = None) -> Path | None:
 
 
 def installed_version(dist: str, path: SearchPath = None) -> str | None:
-    found = list(importlib.metadata.distributions(name=dist, path=list(path) if path else None))
+    finder = (
+        importlib.metadata.distributions(name=dist, path=list(path))
+        if path
+        else importlib.metadata.distributions(name=dist)
+    )
+    found = list(finder)
     return found[0].version if found else None
 
 
@@ -53,11 +66,17 @@ def parser_flags(source: str) -> set[str]:
     """Every option string given to ``add_argument`` in a module's source."""
     flags: set[str] = set()
     for node in ast.walk(ast.parse(source)):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "add_argument"):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "add_argument"
+        ):
             for arg in node.args:
-                if (isinstance(arg, ast.Constant) and isinstance(arg.value, str)
-                        and arg.value.startswith("-")):
+                if (
+                    isinstance(arg, ast.Constant)
+                    and isinstance(arg.value, str)
+                    and arg.value.startswith("-")
+                ):
                     flags.add(arg.value.lstrip("-"))
     return flags
 
@@ -78,8 +97,9 @@ def _did_you_mean(name: str, options: set[str] | frozenset[str]) -> str:
     return f"; did you mean {near[0]!r}?" if near else ""
 
 
-def check_openrlhf(wl: OpenRLHFWorkload, pinned: str | None,
-                   path: SearchPath = None) -> Iterator[Finding]:
+def check_openrlhf(
+    wl: OpenRLHFWorkload, pinned: str | None, path: SearchPath = None
+) -> Iterator[Finding]:
     """Check the arguments against the installed OpenRLHF, when it is the pinned version."""
     installed = installed_version("openrlhf", path)
     if installed is None or (pinned is not None and installed != pinned):
@@ -91,10 +111,14 @@ def check_openrlhf(wl: OpenRLHFWorkload, pinned: str | None,
         name = key.lstrip("-")
         if name not in flags:
             other = name.replace(".", "_") if "." in name else None
-            hint = (f"; this OpenRLHF uses {other!r}" if other in flags else
-                    _did_you_mean(name, flags))
-            yield Finding(OPENRLHF_UNKNOWN, ("workload", "args", key),
-                          f"--{name} is not an argument of {wl.entrypoint}{hint}")
+            hint = (
+                f"; this OpenRLHF uses {other!r}" if other in flags else _did_you_mean(name, flags)
+            )
+            yield Finding(
+                OPENRLHF_UNKNOWN,
+                ("workload", "args", key),
+                f"--{name} is not an argument of {wl.entrypoint}{hint}",
+            )
 
 
 @cache
@@ -115,8 +139,8 @@ def verl_config_keys(config_name: str, path: SearchPath = None) -> frozenset[str
 
     def walk(node: object, prefix: str) -> None:
         if isinstance(node, DictConfig):
-            for key in node.keys():
-                path = f"{prefix}.{key}" if prefix else str(key)
+            for key in node:
+                path = f"{prefix}.{key!s}" if prefix else str(key)
                 keys.add(path)
                 walk(node._get_node(key), path)  # no interpolation resolution
 
@@ -133,8 +157,11 @@ def check_verl(wl: VerlWorkload, path: SearchPath = None) -> Iterator[Finding]:
         if key.startswith("+"):
             continue  # Hydra: + adds a key that the config does not have
         if key not in keys:
-            yield Finding(VERL_UNKNOWN, ("workload", "overrides", key),
-                          f"{key} is not in verl's {config} config{_did_you_mean(key, keys)}")
+            yield Finding(
+                VERL_UNKNOWN,
+                ("workload", "overrides", key),
+                f"{key} is not in verl's {config} config{_did_you_mean(key, keys)}",
+            )
 
 
 def fidelity_findings(spec: JobSpec, path: SearchPath = None) -> list[Finding]:

@@ -35,7 +35,9 @@ class Finding:
 RULES: dict[str, Rule] = {}
 
 
-def rule(id: str, severity: Severity, summary: str, fix: str, source: str) -> Callable[[Check], Check]:
+def rule(
+    id: str, severity: Severity, summary: str, fix: str, source: str
+) -> Callable[[Check], Check]:
     """Register a check function as a rule."""
 
     def register(check: Check) -> Check:

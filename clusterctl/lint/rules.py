@@ -46,40 +46,55 @@ def _ray(spec: JobSpec) -> tuple[int, ...]:
 # ---- GPU arithmetic -------------------------------------------------------------------------
 
 
-@rule("openrlhf-gpu-budget", "error",
-      "OpenRLHF places more GPUs than the allocation has",
-      "lower the role sizes or vLLM engines x tensor parallel, or raise slurm.nodes",
-      "openrlhf/cli/train_ppo_ray.py; research/launch-anchors.md 'How many GPUs a config needs'")
+@rule(
+    "openrlhf-gpu-budget",
+    "error",
+    "OpenRLHF places more GPUs than the allocation has",
+    "lower the role sizes or vLLM engines x tensor parallel, or raise slurm.nodes",
+    "openrlhf/cli/train_ppo_ray.py; research/launch-anchors.md 'How many GPUs a config needs'",
+)
 def _openrlhf_budget(spec: JobSpec) -> Findings:
     wl = spec.workload
     if isinstance(wl, OpenRLHFWorkload):
         need, parts = openrlhf_gpu_budget(wl)
         have = spec.slurm.nodes * (spec.slurm.gpus_per_node or 0)
         if need > have:
-            yield ("workload", "args"), (
-                f"needs {need} GPUs ({' + '.join(parts)}) but the job has {have} "
-                f"({spec.slurm.nodes} nodes x {spec.slurm.gpus_per_node}); placement groups "
-                "would stay pending forever")
+            yield (
+                ("workload", "args"),
+                (
+                    f"needs {need} GPUs ({' + '.join(parts)}) but the job has {have} "
+                    f"({spec.slurm.nodes} nodes x {spec.slurm.gpus_per_node}); placement groups "
+                    "would stay pending forever"
+                ),
+            )
 
 
-@rule("openrlhf-gpus-idle", "warning",
-      "OpenRLHF uses fewer GPUs than the allocation has",
-      "grow the roles or vLLM engines, or ask SLURM for fewer nodes",
-      "openrlhf/cli/train_ppo_ray.py")
+@rule(
+    "openrlhf-gpus-idle",
+    "warning",
+    "OpenRLHF uses fewer GPUs than the allocation has",
+    "grow the roles or vLLM engines, or ask SLURM for fewer nodes",
+    "openrlhf/cli/train_ppo_ray.py",
+)
 def _openrlhf_idle(spec: JobSpec) -> Findings:
     wl = spec.workload
     if isinstance(wl, OpenRLHFWorkload):
         need, parts = openrlhf_gpu_budget(wl)
         have = spec.slurm.nodes * (spec.slurm.gpus_per_node or 0)
         if 0 < need < have:
-            yield ("workload", "args"), (
-                f"places {need} GPUs ({' + '.join(parts)}); {have - need} of {have} stay idle")
+            yield (
+                ("workload", "args"),
+                (f"places {need} GPUs ({' + '.join(parts)}); {have - need} of {have} stay idle"),
+            )
 
 
-@rule("openrlhf-colocation", "error",
-      "colocated OpenRLHF roles must have equal sizes",
-      "make the colocated roles' nodes x GPUs equal (OpenRLHF asserts it at start-up)",
-      "openrlhf/cli/train_ppo_ray.py assertions; research/launch-anchors.md")
+@rule(
+    "openrlhf-colocation",
+    "error",
+    "colocated OpenRLHF roles must have equal sizes",
+    "make the colocated roles' nodes x GPUs equal (OpenRLHF asserts it at start-up)",
+    "openrlhf/cli/train_ppo_ray.py assertions; research/launch-anchors.md",
+)
 def _openrlhf_colocation(spec: JobSpec) -> Findings:
     wl = spec.workload
     if not isinstance(wl, OpenRLHFWorkload):
@@ -88,41 +103,62 @@ def _openrlhf_colocation(spec: JobSpec) -> Findings:
     for flag, a, b in pairs:
         setting = openrlhf(wl, flag)
         if truthy(setting.value):
-            size_a = (as_int(openrlhf(wl, f"{a}_nodes").value, 1),
-                      as_int(openrlhf(wl, f"{a}_gpus").value, 8))
-            size_b = (as_int(openrlhf(wl, f"{b}_nodes").value, 1),
-                      as_int(openrlhf(wl, f"{b}_gpus").value, 8))
+            size_a = (
+                as_int(openrlhf(wl, f"{a}_nodes").value, 1),
+                as_int(openrlhf(wl, f"{a}_gpus").value, 8),
+            )
+            size_b = (
+                as_int(openrlhf(wl, f"{b}_nodes").value, 1),
+                as_int(openrlhf(wl, f"{b}_gpus").value, 8),
+            )
             if size_a != size_b:
-                yield setting.path("args"), (
-                    f"{setting.key} needs {a} and {b} the same size: {a} {size_a[0]}x"
-                    f"{size_a[1]}, {b} {size_b[0]}x{size_b[1]}")
+                yield (
+                    setting.path("args"),
+                    (
+                        f"{setting.key} needs {a} and {b} the same size: {a} {size_a[0]}x"
+                        f"{size_a[1]}, {b} {size_b[0]}x{size_b[1]}"
+                    ),
+                )
     colocate_all = openrlhf(wl, "colocate_all")
     if truthy(colocate_all.value) and not truthy(openrlhf(wl, "async_train").value):
         actor = as_int(openrlhf(wl, "actor_nodes").value, 1) * as_int(
-            openrlhf(wl, "actor_gpus").value, 8)
+            openrlhf(wl, "actor_gpus").value, 8
+        )
         engines = as_int(openrlhf(wl, "vllm_engines").value, 0)
         vllm = engines * as_int(openrlhf(wl, "vllm_tp").value, 1)
         if engines and actor != vllm:
-            yield colocate_all.path("args"), (
-                f"{colocate_all.key} needs actor GPUs ({actor}) = vLLM engines x tensor "
-                f"parallel ({vllm})")
+            yield (
+                colocate_all.path("args"),
+                (
+                    f"{colocate_all.key} needs actor GPUs ({actor}) = vLLM engines x tensor "
+                    f"parallel ({vllm})"
+                ),
+            )
 
 
-@rule("trainer-needs-gpus", "error",
-      "verl and OpenRLHF train on GPUs; the spec gives them none",
-      "choose a GPU hardware.preset (or slurm.gpus_per_node > 0)",
-      "verl resource pool [n_gpus_per_node] * nnodes; OpenRLHF {'GPU': 1} bundles")
+@rule(
+    "trainer-needs-gpus",
+    "error",
+    "verl and OpenRLHF train on GPUs; the spec gives them none",
+    "choose a GPU hardware.preset (or slurm.gpus_per_node > 0)",
+    "verl resource pool [n_gpus_per_node] * nnodes; OpenRLHF {'GPU': 1} bundles",
+)
 def _trainer_gpus(spec: JobSpec) -> Findings:
     wl = spec.workload
     if isinstance(wl, (VerlWorkload, OpenRLHFWorkload)) and not spec.slurm.gpus_per_node:
-        yield ("slurm", "gpus_per_node"), (
-            f"{wl.framework} with 0 GPUs per node cannot place its workers")
+        yield (
+            ("slurm", "gpus_per_node"),
+            (f"{wl.framework} with 0 GPUs per node cannot place its workers"),
+        )
 
 
-@rule("rollout-tp-divides-node", "error",
-      "rollout tensor parallel size must divide the GPUs per node",
-      "pick a tensor parallel size that divides slurm.gpus_per_node",
-      "verl #4373, OpenRLHF #758 and #865: TP groups that straddle nodes hang")
+@rule(
+    "rollout-tp-divides-node",
+    "error",
+    "rollout tensor parallel size must divide the GPUs per node",
+    "pick a tensor parallel size that divides slurm.gpus_per_node",
+    "verl #4373, OpenRLHF #758 and #865: TP groups that straddle nodes hang",
+)
 def _tp_divides(spec: JobSpec) -> Findings:
     gpus = spec.slurm.gpus_per_node or 0
     for tp, path, label in _rollout_tp(spec):
@@ -130,10 +166,13 @@ def _tp_divides(spec: JobSpec) -> Findings:
             yield path, f"{label}={tp} does not divide {gpus} GPUs per node"
 
 
-@rule("rollout-tp-spans-nodes", "error",
-      "rollout tensor parallel group larger than a node",
-      "keep tensor parallel within a node (use pipeline parallel across nodes)",
-      "verl #4373 (DistStoreError with TP=16 across nodes), OpenRLHF #758")
+@rule(
+    "rollout-tp-spans-nodes",
+    "error",
+    "rollout tensor parallel group larger than a node",
+    "keep tensor parallel within a node (use pipeline parallel across nodes)",
+    "verl #4373 (DistStoreError with TP=16 across nodes), OpenRLHF #758",
+)
 def _tp_spans(spec: JobSpec) -> Findings:
     gpus = spec.slurm.gpus_per_node or 0
     for tp, path, label in _rollout_tp(spec):
@@ -153,10 +192,13 @@ def _rollout_tp(spec: JobSpec) -> Iterator[tuple[int, FieldPath, str]]:
             yield as_int(setting.value, 1), setting.path("args"), "vLLM TP"
 
 
-@rule("verl-cpus-per-gpu", "error",
-      "Ray offers fewer than 3 CPUs per GPU, which verl's placement bundles need",
-      "raise ray.num_cpus / slurm.cpus_per_task to at least 3 x GPUs per node",
-      "verl #2596, #1182, PR #6663 (pending STRICT_PACK placement groups)")
+@rule(
+    "verl-cpus-per-gpu",
+    "error",
+    "Ray offers fewer than 3 CPUs per GPU, which verl's placement bundles need",
+    "raise ray.num_cpus / slurm.cpus_per_task to at least 3 x GPUs per node",
+    "verl #2596, #1182, PR #6663 (pending STRICT_PACK placement groups)",
+)
 def _verl_cpus(spec: JobSpec) -> Findings:
     gpus = spec.ray.num_gpus or 0
     cpus = spec.ray.num_cpus
@@ -164,11 +206,14 @@ def _verl_cpus(spec: JobSpec) -> Findings:
         yield ("ray", "num_cpus"), f"{cpus} CPUs for {gpus} GPUs per node (needs {3 * gpus})"
 
 
-@rule("openrlhf-flag-generation", "error",
-      "OpenRLHF flags spelled for the other generation of its parser",
-      "OpenRLHF >= 0.10.2 takes dotted flags (--actor.num_nodes); older ones take flat flags "
-      "(--actor_num_nodes): write the spelling of versions.openrlhf",
-      "OpenRLHF 0.10.2 argument parser rename (commit ed62d0e2)")
+@rule(
+    "openrlhf-flag-generation",
+    "error",
+    "OpenRLHF flags spelled for the other generation of its parser",
+    "OpenRLHF >= 0.10.2 takes dotted flags (--actor.num_nodes); older ones take flat flags "
+    "(--actor_num_nodes): write the spelling of versions.openrlhf",
+    "OpenRLHF 0.10.2 argument parser rename (commit ed62d0e2)",
+)
 def _openrlhf_generation(spec: JobSpec) -> Findings:
     wl = spec.workload
     version = parse_version(spec.versions.openrlhf)
@@ -181,18 +226,25 @@ def _openrlhf_generation(spec: JobSpec) -> Findings:
         wrong, right = (flat, dotted) if dotted_era else (dotted, flat)
         for written in (wrong, f"--{wrong}"):
             if written in wl.args:
-                yield ("workload", "args", written), (
-                    f"{wrong} is not an argument of OpenRLHF {spec.versions.openrlhf}; "
-                    f"it is spelled {right}")
+                yield (
+                    ("workload", "args", written),
+                    (
+                        f"{wrong} is not an argument of OpenRLHF {spec.versions.openrlhf}; "
+                        f"it is spelled {right}"
+                    ),
+                )
 
 
 # ---- GPU visibility on AMD ------------------------------------------------------------------
 
 
-@rule("amd-visibility-conflict", "error",
-      "ROCR_VISIBLE_DEVICES set together with HIP/CUDA_VISIBLE_DEVICES",
-      "set none of them and let Ray assign GPUs (clusterctl sets the NOSET switch)",
-      "verl worker.py ('Please don't set ROCR_VISIBLE_DEVICES...'), verl #1399, ray#53737")
+@rule(
+    "amd-visibility-conflict",
+    "error",
+    "ROCR_VISIBLE_DEVICES set together with HIP/CUDA_VISIBLE_DEVICES",
+    "set none of them and let Ray assign GPUs (clusterctl sets the NOSET switch)",
+    "verl worker.py ('Please don't set ROCR_VISIBLE_DEVICES...'), verl #1399, ray#53737",
+)
 def _amd_visibility(spec: JobSpec) -> Findings:
     env = _env(spec)
     present = [name for name in VISIBILITY if name in env]
@@ -201,10 +253,13 @@ def _amd_visibility(spec: JobSpec) -> Findings:
         yield path, f"{' and '.join(present)} set together (seed guide: HIP_ERROR_INVALID_VALUE)"
 
 
-@rule("ray-noset-visibility", "error",
-      "the RAY_EXPERIMENTAL_NOSET_*_VISIBLE_DEVICES switch does not match the Ray version",
-      "remove it from the spec: clusterctl sets the right one for versions.ray before ray start",
-      "verl #1471/#1575, PR #1465: Ray 2.45 moved AMD masking from ROCR to HIP")
+@rule(
+    "ray-noset-visibility",
+    "error",
+    "the RAY_EXPERIMENTAL_NOSET_*_VISIBLE_DEVICES switch does not match the Ray version",
+    "remove it from the spec: clusterctl sets the right one for versions.ray before ray start",
+    "verl #1471/#1575, PR #1465: Ray 2.45 moved AMD masking from ROCR to HIP",
+)
 def _noset(spec: JobSpec) -> Findings:
     env = _env(spec)
     hip_era = _ray(spec)[:2] >= RAY_HIP_SWITCH
@@ -222,37 +277,49 @@ def _noset(spec: JobSpec) -> Findings:
 # ---- versions -------------------------------------------------------------------------------
 
 
-@rule("ray-2.12-rocm", "error",
-      "Ray 2.12.0 fails on ROCm with 'tuple index out of range'",
-      "use Ray >= 2.45 (or 2.9.3)",
-      "seeds: OpenRLHF on MI300X; OpenRLHF #667")
+@rule(
+    "ray-2.12-rocm",
+    "error",
+    "Ray 2.12.0 fails on ROCm with 'tuple index out of range'",
+    "use Ray >= 2.45 (or 2.9.3)",
+    "seeds: OpenRLHF on MI300X; OpenRLHF #667",
+)
 def _ray_212(spec: JobSpec) -> Findings:
     if _vendor(spec) == "amd" and _ray(spec)[:2] == (2, 12):
         yield ("versions", "ray"), f"Ray {spec.versions.ray} on {spec.hardware.preset}"
 
 
-@rule("verl-min-ray", "error",
-      "verl needs ray[default] >= 2.41",
-      "set versions.ray to 2.41 or newer (and use it in the image)",
-      "verl setup.py: ray[default]>=2.41.0; seeds: below 2.40 `ray job submit` fails")
+@rule(
+    "verl-min-ray",
+    "error",
+    "verl needs ray[default] >= 2.41",
+    "set versions.ray to 2.41 or newer (and use it in the image)",
+    "verl setup.py: ray[default]>=2.41.0; seeds: below 2.40 `ray job submit` fails",
+)
 def _verl_ray(spec: JobSpec) -> Findings:
     if isinstance(spec.workload, VerlWorkload) and _ray(spec) < (2, 41):
         yield ("versions", "ray"), f"Ray {spec.versions.ray} is older than verl supports"
 
 
-@rule("vllm-weight-sync-bug", "error",
-      "vLLM 0.4.3 breaks OpenRLHF's weight sync",
-      "use vLLM 0.4.2 or a current release",
-      "seeds: OpenRLHF NCCL weight sync on 2 x H800")
+@rule(
+    "vllm-weight-sync-bug",
+    "error",
+    "vLLM 0.4.3 breaks OpenRLHF's weight sync",
+    "use vLLM 0.4.2 or a current release",
+    "seeds: OpenRLHF NCCL weight sync on 2 x H800",
+)
 def _vllm_sync(spec: JobSpec) -> Findings:
     if (parse_version(spec.versions.vllm) or ())[:3] == (0, 4, 3):
         yield ("versions", "vllm"), "vLLM 0.4.3 has the known weight-sync bug"
 
 
-@rule("rocm-min-mi300", "error",
-      "MI300 needs ROCm 6.2 or newer",
-      "use an image built on ROCm >= 6.2",
-      "seeds: verl on AMD guide (NCCL failures, HIP kernel launch timeouts below 6.2)")
+@rule(
+    "rocm-min-mi300",
+    "error",
+    "MI300 needs ROCm 6.2 or newer",
+    "use an image built on ROCm >= 6.2",
+    "seeds: verl on AMD guide (NCCL failures, HIP kernel launch timeouts below 6.2)",
+)
 def _rocm_min(spec: JobSpec) -> Findings:
     preset = PRESETS[spec.hardware.preset]
     rocm = parse_version(spec.versions.rocm)
@@ -260,26 +327,34 @@ def _rocm_min(spec: JobSpec) -> Findings:
         yield ("versions", "rocm"), f"ROCm {spec.versions.rocm} on {preset.name}"
 
 
-@rule("amd-needs-rocm-image", "warning",
-      "an AMD preset with a CUDA or CPU image build",
-      "use container.build.dockerfile: rocm (or the preset's default)",
-      "the preset decides the Dockerfile flavour")
+@rule(
+    "amd-needs-rocm-image",
+    "warning",
+    "an AMD preset with a CUDA or CPU image build",
+    "use container.build.dockerfile: rocm (or the preset's default)",
+    "the preset decides the Dockerfile flavour",
+)
 def _amd_image(spec: JobSpec) -> Findings:
     build = spec.container.build
     vendor = _vendor(spec)
     expected = {"amd": "rocm", "nvidia": "cuda"}.get(vendor)
     if build is not None and expected and build.dockerfile != expected:
-        yield ("container", "build", "dockerfile"), (
-            f"{build.dockerfile} image for a {spec.hardware.preset} node")
+        yield (
+            ("container", "build", "dockerfile"),
+            (f"{build.dockerfile} image for a {spec.hardware.preset} node"),
+        )
 
 
 # ---- numerics and compilation on ROCm -------------------------------------------------------
 
 
-@rule("fp16-on-mi300", "warning",
-      "fp16 is unstable on MI300; prefer bf16",
-      "use bf16 (dtype: bfloat16)",
-      "seeds: verl on AMD guide, 'FP16 on MI300 is unstable, use BF16'")
+@rule(
+    "fp16-on-mi300",
+    "warning",
+    "fp16 is unstable on MI300; prefer bf16",
+    "use bf16 (dtype: bfloat16)",
+    "seeds: verl on AMD guide, 'FP16 on MI300 is unstable, use BF16'",
+)
 def _fp16(spec: JobSpec) -> Findings:
     if _vendor(spec) != "amd":
         return
@@ -296,16 +371,19 @@ def _fp16(spec: JobSpec) -> Findings:
             yield dtype.path("args"), f"--{dtype.key}={dtype.value} on {spec.hardware.preset}"
 
 
-@rule("torch-compile-rocm62", "warning",
-      "torch.compile max-autotune crashes kernels on ROCm 6.2",
-      "drop max-autotune (TORCHINDUCTOR_MAX_AUTOTUNE=0) on ROCm 6.2",
-      "seeds: verl on AMD guide")
+@rule(
+    "torch-compile-rocm62",
+    "warning",
+    "torch.compile max-autotune crashes kernels on ROCm 6.2",
+    "drop max-autotune (TORCHINDUCTOR_MAX_AUTOTUNE=0) on ROCm 6.2",
+    "seeds: verl on AMD guide",
+)
 def _compile(spec: JobSpec) -> Findings:
     if _vendor(spec) != "amd" or (parse_version(spec.versions.rocm) or ())[:2] != (6, 2):
         return
-    for name, (path, value) in _env(spec).items():
-        if name.startswith("TORCHINDUCTOR_MAX_AUTOTUNE") and value not in ("0", "false"):
-            yield path, f"{name}={value} on ROCm {spec.versions.rocm}"
+    for name, (path, text) in _env(spec).items():
+        if name.startswith("TORCHINDUCTOR_MAX_AUTOTUNE") and text not in ("0", "false"):
+            yield path, f"{name}={text} on ROCm {spec.versions.rocm}"
     wl = spec.workload
     if isinstance(wl, VerlWorkload):
         for key, value in wl.overrides.items():
@@ -316,10 +394,13 @@ def _compile(spec: JobSpec) -> Findings:
 # ---- weight sync and communication ----------------------------------------------------------
 
 
-@rule("rocm-weight-sync", "error",
-      "OpenRLHF's NCCL weight sync across nodes fails on ROCm without P2P/SHM disabled",
-      "set vllm_sync_backend: gloo, or network.nccl_env NCCL_P2P_LEVEL=LOC and NCCL_SHM_DISABLE=1",
-      "seeds: OpenRLHF on ROCm (RCCL path selection); OpenRLHF #667")
+@rule(
+    "rocm-weight-sync",
+    "error",
+    "OpenRLHF's NCCL weight sync across nodes fails on ROCm without P2P/SHM disabled",
+    "set vllm_sync_backend: gloo, or network.nccl_env NCCL_P2P_LEVEL=LOC and NCCL_SHM_DISABLE=1",
+    "seeds: OpenRLHF on ROCm (RCCL path selection); OpenRLHF #667",
+)
 def _rocm_sync(spec: JobSpec) -> Findings:
     wl = spec.workload
     if _vendor(spec) != "amd" or not isinstance(wl, OpenRLHFWorkload):
@@ -330,17 +411,24 @@ def _rocm_sync(spec: JobSpec) -> Findings:
     if str(backend.value) != "nccl" or truthy(openrlhf(wl, "sync_with_ray").value):
         return
     env = _env(spec)
-    safe = (env.get("NCCL_P2P_LEVEL", ((), ""))[1] == "LOC"
-            and env.get("NCCL_SHM_DISABLE", ((), ""))[1] == "1")
+    safe = (
+        env.get("NCCL_P2P_LEVEL", ((), ""))[1] == "LOC"
+        and env.get("NCCL_SHM_DISABLE", ((), ""))[1] == "1"
+    )
     if not safe:
-        yield backend.path("args"), "NCCL weight sync on ROCm without NCCL_P2P_LEVEL=LOC and " \
-                                    "NCCL_SHM_DISABLE=1"
+        yield (
+            backend.path("args"),
+            "NCCL weight sync on ROCm without NCCL_P2P_LEVEL=LOC and NCCL_SHM_DISABLE=1",
+        )
 
 
-@rule("gpu-memory-utilization", "warning",
-      "vLLM gpu_memory_utilization outside the safe range 0.3-0.92",
-      "0.85-0.92 on MI300X when vLLM has the GPU to itself; ~0.5 when colocated with training",
-      "seeds (verl on AMD: 0.85-0.92); verl #302, #2245; OpenRLHF default 0.95 OOMs colocated")
+@rule(
+    "gpu-memory-utilization",
+    "warning",
+    "vLLM gpu_memory_utilization outside the safe range 0.3-0.92",
+    "0.85-0.92 on MI300X when vLLM has the GPU to itself; ~0.5 when colocated with training",
+    "seeds (verl on AMD: 0.85-0.92); verl #302, #2245; OpenRLHF default 0.95 OOMs colocated",
+)
 def _gpu_mem(spec: JobSpec) -> Findings:
     wl = spec.workload
     if isinstance(wl, VerlWorkload):
@@ -357,40 +445,54 @@ def _gpu_mem(spec: JobSpec) -> Findings:
         yield setting.path(section), f"{written}={value:g}"
 
 
-@rule("nccl-socket-ifname", "warning",
-      "no socket interface for NCCL/gloo bootstrap on a multi-node job",
-      "set network.socket_ifname to the interface the nodes reach each other on",
-      "verl #108/#3818/#726 (connect to 169.254.x), OpenRLHF #492/#1040")
+@rule(
+    "nccl-socket-ifname",
+    "warning",
+    "no socket interface for NCCL/gloo bootstrap on a multi-node job",
+    "set network.socket_ifname to the interface the nodes reach each other on",
+    "verl #108/#3818/#726 (connect to 169.254.x), OpenRLHF #492/#1040",
+)
 def _ifname(spec: JobSpec) -> Findings:
     if spec.slurm.nodes > 1 and not spec.network.socket_ifname:
         yield ("network", "socket_ifname"), "NCCL may bootstrap over docker0 or a link-local NIC"
 
 
-@rule("ib-hca-names", "warning",
-      "HCA names that do not look like RDMA devices",
-      "list RDMA devices as ibv_devices / ibdev2netdev show them (mlx5_0, bnxt_re0, ...)",
-      "seeds: verl on AMD guide ('mlx5_*, not rdma0/rdma1'); verl #1516 (bnxt)")
+@rule(
+    "ib-hca-names",
+    "warning",
+    "HCA names that do not look like RDMA devices",
+    "list RDMA devices as ibv_devices / ibdev2netdev show them (mlx5_0, bnxt_re0, ...)",
+    "seeds: verl on AMD guide ('mlx5_*, not rdma0/rdma1'); verl #1516 (bnxt)",
+)
 def _hca_names(spec: JobSpec) -> Findings:
-    pattern = re.compile(r"^\^?=?(mlx[45]_\d+|mlx5_bond_\d+|bnxt_re\d+|irdma\d+|ionic_\d+|"
-                         r"qedr\d+|efa_\d+|hfi1_\d+|rocep\w+|ibp\w+)(:\d+)?$")
+    pattern = re.compile(
+        r"^\^?=?(mlx[45]_\d+|mlx5_bond_\d+|bnxt_re\d+|irdma\d+|ionic_\d+|"
+        r"qedr\d+|efa_\d+|hfi1_\d+|rocep\w+|ibp\w+)(:\d+)?$"
+    )
     for i, hca in enumerate(spec.network.hcas):
         if not pattern.match(hca):
             yield ("network", "hcas", i), f"{hca!r} is not an RDMA device name"
 
 
-@rule("roce-gid-index", "warning",
-      "RoCE without a GID index",
-      "set network.gid_index (3 for RoCEv2 on most clusters; check show_gids)",
-      "seeds: verl on AMD guide (NCCL_IB_GID_INDEX=3); verl #1516")
+@rule(
+    "roce-gid-index",
+    "warning",
+    "RoCE without a GID index",
+    "set network.gid_index (3 for RoCEv2 on most clusters; check show_gids)",
+    "seeds: verl on AMD guide (NCCL_IB_GID_INDEX=3); verl #1516",
+)
 def _gid(spec: JobSpec) -> Findings:
     if spec.network.fabric == "roce" and spec.network.gid_index is None:
         yield ("network", "gid_index"), "RoCE needs NCCL_IB_GID_INDEX"
 
 
-@rule("nccl-debug-trace", "warning",
-      "NCCL_DEBUG=TRACE floods the logs of every rank",
-      "use NCCL_DEBUG=INFO (or WARN) unless you are debugging NCCL itself",
-      "verl AMD docs script (NCCL_DEBUG=TRACE); research/launch-anchors.md weaknesses")
+@rule(
+    "nccl-debug-trace",
+    "warning",
+    "NCCL_DEBUG=TRACE floods the logs of every rank",
+    "use NCCL_DEBUG=INFO (or WARN) unless you are debugging NCCL itself",
+    "verl AMD docs script (NCCL_DEBUG=TRACE); research/launch-anchors.md weaknesses",
+)
 def _nccl_trace(spec: JobSpec) -> Findings:
     for name, (path, value) in _env(spec).items():
         if name == "NCCL_DEBUG" and value.upper() == "TRACE":
@@ -400,10 +502,13 @@ def _nccl_trace(spec: JobSpec) -> Findings:
 # ---- Ray placement --------------------------------------------------------------------------
 
 
-@rule("ray-temp-dir-shared", "error",
-      "Ray's temp dir is on a shared file system",
-      "keep ray.temp_dir node-local (the default /tmp/ray)",
-      "verl #158, ray#54067 (raylet socket errors)")
+@rule(
+    "ray-temp-dir-shared",
+    "error",
+    "Ray's temp dir is on a shared file system",
+    "keep ray.temp_dir node-local (the default /tmp/ray)",
+    "verl #158, ray#54067 (raylet socket errors)",
+)
 def _temp_dir(spec: JobSpec) -> Findings:
     temp = spec.ray.temp_dir.rstrip("/") + "/"
     for mount in spec.container.mounts:
@@ -412,11 +517,14 @@ def _temp_dir(spec: JobSpec) -> Findings:
             yield ("ray", "temp_dir"), f"{spec.ray.temp_dir} lies in the mount of {mount.source}"
 
 
-@rule("loopback-head", "error",
-      "node addresses on loopback: other nodes cannot reach the Ray head",
-      "use a real interface in network.socket_ifname; allow this rule only on a one-host "
-      "dev cluster where every SLURM node is the same machine",
-      "OpenRLHF #339/#1236 (0.0.0.0 / loopback head address)")
+@rule(
+    "loopback-head",
+    "error",
+    "node addresses on loopback: other nodes cannot reach the Ray head",
+    "use a real interface in network.socket_ifname; allow this rule only on a one-host "
+    "dev cluster where every SLURM node is the same machine",
+    "OpenRLHF #339/#1236 (0.0.0.0 / loopback head address)",
+)
 def _loopback(spec: JobSpec) -> Findings:
     net = spec.network
     if spec.slurm.nodes > 1 and (net.allow_loopback or net.socket_ifname == "lo"):
@@ -427,10 +535,13 @@ def _loopback(spec: JobSpec) -> Findings:
 # ---- secrets --------------------------------------------------------------------------------
 
 
-@rule("literal-secret", "error",
-      "a secret written into the spec (and so into job.sbatch)",
-      "list its name in container.env_passthrough and export it before sbatch",
-      "research/launch-anchors.md (printenv leaking secrets into logs)")
+@rule(
+    "literal-secret",
+    "error",
+    "a secret written into the spec (and so into job.sbatch)",
+    "list its name in container.env_passthrough and export it before sbatch",
+    "research/launch-anchors.md (printenv leaking secrets into logs)",
+)
 def _secret(spec: JobSpec) -> Findings:
     for name, (path, value) in _env(spec).items():
         if looks_like_secret(name) and value and not value.startswith("$"):

@@ -40,9 +40,19 @@ OPENRLHF_FLAGS: dict[str, tuple[str, str]] = {
 OPENRLHF_DOTTED_SINCE = (0, 10, 2)
 # OpenRLHF's argparse defaults for the settings the GPU budget depends on.
 OPENRLHF_DEFAULTS: dict[str, OverrideValue] = {
-    "actor_nodes": 1, "actor_gpus": 8, "ref_nodes": 1, "ref_gpus": 8, "critic_nodes": 1,
-    "critic_gpus": 8, "reward_nodes": 1, "reward_gpus": 8, "vllm_engines": None, "vllm_tp": 1,
-    "vllm_mem": 0.95, "sync_backend": "nccl", "init_kl_coef": 0.01,
+    "actor_nodes": 1,
+    "actor_gpus": 8,
+    "ref_nodes": 1,
+    "ref_gpus": 8,
+    "critic_nodes": 1,
+    "critic_gpus": 8,
+    "reward_nodes": 1,
+    "reward_gpus": 8,
+    "vllm_engines": None,
+    "vllm_tp": 1,
+    "vllm_mem": 0.95,
+    "sync_backend": "nccl",
+    "init_kl_coef": 0.01,
     "advantage_estimator": "gae",
 }
 
@@ -99,7 +109,8 @@ def openrlhf_gpu_budget(wl: OpenRLHFWorkload) -> tuple[int, list[str]]:
 
     def role(name: str) -> int:
         return as_int(openrlhf(wl, f"{name}_nodes").value, 1) * as_int(
-            openrlhf(wl, f"{name}_gpus").value, 8)
+            openrlhf(wl, f"{name}_gpus").value, 8
+        )
 
     actor, ref, critic, reward = role("actor"), role("ref"), role("critic"), role("reward")
     engines = as_int(openrlhf(wl, "vllm_engines").value, 0)

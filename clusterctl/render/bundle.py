@@ -64,8 +64,16 @@ def ray_wait_source() -> str:
 
 def selftest_args(spec: JobSpec) -> list[str]:
     st = spec.selftest
-    return ["--selftest-deadline", str(st.deadline), "--selftest-size-mb", str(st.size_mb),
-            "--selftest-backend", st.backend, "--min-busbw-gbps", f"{st.min_busbw_gbps:g}"]
+    return [
+        "--selftest-deadline",
+        str(st.deadline),
+        "--selftest-size-mb",
+        str(st.size_mb),
+        "--selftest-backend",
+        st.backend,
+        "--min-busbw-gbps",
+        f"{st.min_busbw_gbps:g}",
+    ]
 
 
 def render_bundle(spec: JobSpec) -> Bundle:
@@ -75,15 +83,21 @@ def render_bundle(spec: JobSpec) -> Bundle:
     plan = build_plan(spec)
     bundle = Bundle(spec=spec, plan=plan, spec_hash=spec_hash)
     script = render_template(
-        "job.sbatch.j2", spec=spec, plan=plan, spec_hash=spec_hash, version=__version__,
-        ray_wait_py=ray_wait_source(), selftest_args=selftest_args(spec),
+        "job.sbatch.j2",
+        spec=spec,
+        plan=plan,
+        spec_hash=spec_hash,
+        version=__version__,
+        ray_wait_py=ray_wait_source(),
+        selftest_args=selftest_args(spec),
     )
     bundle.files[SCRIPT] = BundleFile(script, 0o755)
     build = spec.container.build
     if build is not None:
         name = f"Dockerfile.{build.dockerfile}"
-        bundle.files[name] = BundleFile(render_template(
-            f"{name}.j2", spec=spec, build=build, version=__version__))
+        bundle.files[name] = BundleFile(
+            render_template(f"{name}.j2", spec=spec, build=build, version=__version__)
+        )
     bundle.files[RESOLVED_SPEC] = BundleFile(resolved)
     manifest = {
         "clusterctl_version": __version__,
@@ -101,8 +115,9 @@ def write_bundle(bundle: Bundle, out_dir: str | Path) -> Path:
     directory is refused rather than overwritten.
     """
     target = Path(out_dir)
-    if target.exists() and (not target.is_dir() or (
-            any(target.iterdir()) and not (target / MANIFEST).is_file())):
+    if target.exists() and (
+        not target.is_dir() or (any(target.iterdir()) and not (target / MANIFEST).is_file())
+    ):
         raise UsageError(f"{target} exists and is not a clusterctl bundle; choose another -o")
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))

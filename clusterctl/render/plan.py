@@ -57,10 +57,17 @@ def sbatch_directives(spec: JobSpec) -> list[str]:
         else:
             out.append(f"--gpus-per-node={gpus}")
     for name, value in (
-        ("cpus-per-task", s.cpus_per_task), ("mem", s.mem), ("time", s.time),
-        ("partition", s.partition), ("account", s.account), ("qos", s.qos),
-        ("nodelist", s.nodelist), ("exclude", s.exclude), ("constraint", s.constraint),
-        ("output", s.output), ("error", s.error),
+        ("cpus-per-task", s.cpus_per_task),
+        ("mem", s.mem),
+        ("time", s.time),
+        ("partition", s.partition),
+        ("account", s.account),
+        ("qos", s.qos),
+        ("nodelist", s.nodelist),
+        ("exclude", s.exclude),
+        ("constraint", s.constraint),
+        ("output", s.output),
+        ("error", s.error),
     ):
         if value is not None:
             out.append(f"--{name}={value}")
@@ -96,8 +103,10 @@ def hydra_value(value: OverrideValue) -> str:
 
 def verl_argv(spec: JobSpec, wl: VerlWorkload) -> list[str]:
     """python -m <entrypoint> with the overrides; clusterctl owns the allocation keys."""
-    owned = {"trainer.nnodes": str(spec.slurm.nodes),
-             "trainer.n_gpus_per_node": str(spec.slurm.gpus_per_node or 0)}
+    owned = {
+        "trainer.nnodes": str(spec.slurm.nodes),
+        "trainer.n_gpus_per_node": str(spec.slurm.gpus_per_node or 0),
+    }
     argv = ["python3", "-m", wl.entrypoint]
     for key, value in wl.overrides.items():
         if key.lstrip("+") in owned:
@@ -157,8 +166,16 @@ def docker_run_args(spec: JobSpec, env: dict[str, str]) -> list[str]:
     """docker run arguments shared by every node (name, labels and address come at run time)."""
     c = spec.container
     preset = PRESETS[spec.hardware.preset]
-    args = ["--detach", "--init", "--network", "host", "--ipc", "host",
-            "--shm-size", str(c.shm_size)]
+    args = [
+        "--detach",
+        "--init",
+        "--network",
+        "host",
+        "--ipc",
+        "host",
+        "--shm-size",
+        str(c.shm_size),
+    ]
     for device in c.devices or []:
         args += ["--device", f"{device}:{device}"]
     for group in c.group_add or []:
@@ -184,16 +201,26 @@ def ray_args(spec: JobSpec) -> tuple[list[str], list[str]]:
     ray = spec.ray
     # --num-cpus comes at run time: ray.num_cpus, else the CPUs SLURM gave the node, so Ray
     # never claims every core of the host (verl #523).
-    common = [f"--num-gpus={spec.ray.num_gpus or 0}", f"--temp-dir={ray.temp_dir}",
-              "--disable-usage-stats"]
-    for name, port in (("node-manager-port", ray.node_manager_port),
-                       ("object-manager-port", ray.object_manager_port),
-                       ("min-worker-port", ray.min_worker_port),
-                       ("max-worker-port", ray.max_worker_port)):
+    common = [
+        f"--num-gpus={spec.ray.num_gpus or 0}",
+        f"--temp-dir={ray.temp_dir}",
+        "--disable-usage-stats",
+    ]
+    for name, port in (
+        ("node-manager-port", ray.node_manager_port),
+        ("object-manager-port", ray.object_manager_port),
+        ("min-worker-port", ray.min_worker_port),
+        ("max-worker-port", ray.max_worker_port),
+    ):
         if port is not None:
             common.append(f"--{name}={port}")
-    head = [f"--port={ray.head_port}", f"--dashboard-port={ray.dashboard_port}",
-            f"--ray-client-server-port={ray.client_port}", "--include-dashboard=true", *common]
+    head = [
+        f"--port={ray.head_port}",
+        f"--dashboard-port={ray.dashboard_port}",
+        f"--ray-client-server-port={ray.client_port}",
+        "--include-dashboard=true",
+        *common,
+    ]
     return head, common
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 
-
 def shell_quote(value: object) -> str:
     """Quote one value as a single shell word.
 

@@ -23,8 +23,9 @@ def say(message: str) -> None:
 
 
 def result(status: str, **fields: Any) -> None:
-    print("CLUSTERCTL_RESULT " + json.dumps({"status": status, **fields}, sort_keys=True),
-          flush=True)
+    print(
+        "CLUSTERCTL_RESULT " + json.dumps({"status": status, **fields}, sort_keys=True), flush=True
+    )
 
 
 def connect(ray: Any, address: str, deadline: float) -> bool:
@@ -54,12 +55,14 @@ def describe(nodes: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     }
 
 
-def join_problems(seen: dict[str, dict[str, float]], expected: list[str],
-                  cpus: float | None, gpus: float) -> list[str]:
+def join_problems(
+    seen: dict[str, dict[str, float]], expected: list[str], cpus: float | None, gpus: float
+) -> list[str]:
     """What keeps the cluster from matching the allocation (empty when complete)."""
     problems = [f"node={name} has not joined" for name in expected if name not in seen]
-    problems += [f"node={name} joined but is not part of this job" for name in seen
-                 if name not in expected]
+    problems += [
+        f"node={name} joined but is not part of this job" for name in seen if name not in expected
+    ]
     for name, res in seen.items():
         if res["GPU"] != gpus:
             problems.append(f"node={name} offers {res['GPU']:g} GPUs, expected {gpus:g}")
@@ -68,8 +71,9 @@ def join_problems(seen: dict[str, dict[str, float]], expected: list[str],
     return problems
 
 
-def wait_for_join(ray: Any, expected: list[str], cpus: float | None, gpus: float,
-                  deadline: float) -> dict[str, dict[str, float]] | None:
+def wait_for_join(
+    ray: Any, expected: list[str], cpus: float | None, gpus: float, deadline: float
+) -> dict[str, dict[str, float]] | None:
     last_count = -1
     problems: list[str] = ["no node seen yet"]
     seen: dict[str, dict[str, float]] = {}
@@ -87,8 +91,9 @@ def wait_for_join(ray: Any, expected: list[str], cpus: float | None, gpus: float
     return None
 
 
-def selftest(ray: Any, expected: list[str], head_ip: str, size_mb: int, backend: str,
-             deadline: float) -> dict[str, Any]:
+def selftest(
+    ray: Any, expected: list[str], head_ip: str, size_mb: int, backend: str, deadline: float
+) -> dict[str, Any]:
     """One task per node, then an all-reduce across all nodes (when torch is present)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -108,15 +113,17 @@ def selftest(ray: Any, expected: list[str], head_ip: str, size_mb: int, backend:
                 sock.bind(("", 0))
                 return int(sock.getsockname()[1])
 
-        def allreduce(self, rank: int, world: int, master: str, port: int, numel: int,
-                      backend: str) -> dict[str, Any]:
+        def allreduce(
+            self, rank: int, world: int, master: str, port: int, numel: int, backend: str
+        ) -> dict[str, Any]:
             try:
                 import torch
                 import torch.distributed as dist
             except ImportError:
                 return {"skipped": "torch is not installed in the image"}
-            dist.init_process_group(backend, init_method=f"tcp://{master}:{port}", rank=rank,
-                                    world_size=world)
+            dist.init_process_group(
+                backend, init_method=f"tcp://{master}:{port}", rank=rank, world_size=world
+            )
             try:
                 tensor = torch.ones(numel, dtype=torch.float32)
                 dist.all_reduce(tensor)  # warm-up, and the correctness check below
@@ -146,8 +153,10 @@ def selftest(ray: Any, expected: list[str], head_ip: str, size_mb: int, backend:
         return report
     numel = size_mb * 1024 * 1024 // 4
     port = ray.get(probes[expected[0]].free_port.remote())
-    runs = [probes[name].allreduce.remote(rank, world, head_ip, port, numel, backend)
-            for rank, name in enumerate(expected)]
+    runs = [
+        probes[name].allreduce.remote(rank, world, head_ip, port, numel, backend)
+        for rank, name in enumerate(expected)
+    ]
     ready, _ = ray.wait(runs, num_returns=world, timeout=max(1.0, deadline - time.monotonic()))
     if len(ready) < world:
         late = [expected[i] for i, ref in enumerate(runs) if ref not in ready]
@@ -189,33 +198,46 @@ def main(argv: list[str] | None = None) -> int:
     if not connect(ray, args.address, start + args.start_deadline):
         result("head-timeout")
         return EXIT_HEAD
-    joined = wait_for_join(ray, expected, args.cpus_per_node, args.gpus_per_node,
-                           time.monotonic() + args.join_deadline)
+    joined = wait_for_join(
+        ray, expected, args.cpus_per_node, args.gpus_per_node, time.monotonic() + args.join_deadline
+    )
     if joined is None:
         result("join-timeout", seen=describe(alive_nodes(ray)))
         return EXIT_JOIN
     say(f"ray: all {len(expected)} nodes joined in {time.monotonic() - start:.1f}s")
     summary: dict[str, Any] = {"nodes": joined}
     if args.selftest:
-        report = selftest(ray, expected, args.head_ip, args.selftest_size_mb,
-                          args.selftest_backend, time.monotonic() + args.selftest_deadline)
+        report = selftest(
+            ray,
+            expected,
+            args.head_ip,
+            args.selftest_size_mb,
+            args.selftest_backend,
+            time.monotonic() + args.selftest_deadline,
+        )
         summary["selftest"] = report
         busbw = report.get("allreduce_busbw_gbps")
         if report["ok"] and busbw is not None and busbw < args.min_busbw_gbps:
             report["ok"] = False
-            report["problems"] = [f"all-reduce bus bandwidth {busbw:.3f} GB/s is below "
-                                  f"selftest.min_busbw_gbps {args.min_busbw_gbps:g}"]
+            report["problems"] = [
+                f"all-reduce bus bandwidth {busbw:.3f} GB/s is below "
+                f"selftest.min_busbw_gbps {args.min_busbw_gbps:g}"
+            ]
         for problem in report.get("problems", []):
             say(f"FAIL {problem} phase=selftest")
         if not report["ok"]:
             result("selftest-failed", **summary)
             return EXIT_SELFTEST
         if busbw is not None:
-            say(f"selftest: {len(expected)} nodes ran tasks; {args.selftest_backend} "
-                f"all-reduce {args.selftest_size_mb} MB: {busbw:.3f} GB/s bus bandwidth")
+            say(
+                f"selftest: {len(expected)} nodes ran tasks; {args.selftest_backend} "
+                f"all-reduce {args.selftest_size_mb} MB: {busbw:.3f} GB/s bus bandwidth"
+            )
         else:
-            say(f"selftest: {len(expected)} nodes ran tasks; all-reduce "
-                f"{report.get('allreduce', 'not run (one node)')}")
+            say(
+                f"selftest: {len(expected)} nodes ran tasks; all-reduce "
+                f"{report.get('allreduce', 'not run (one node)')}"
+            )
     result("ready", **summary)
     return EXIT_OK
 

@@ -12,22 +12,64 @@ FieldPath = tuple[str | int, ...]
 
 # Options clusterctl sets itself, as SkyPilot protects its sbatch options. Long name -> short.
 PROTECTED_SBATCH = {
-    "nodes": "N", "ntasks": "n", "ntasks-per-node": None, "gpus": "G", "gpus-per-node": None,
-    "gpus-per-task": None, "gres": None, "cpus-per-task": "c", "mem": None, "mem-per-cpu": None,
-    "mem-per-gpu": None, "output": "o", "error": "e", "exclusive": None, "nodelist": "w",
-    "exclude": "x", "partition": "p", "account": "A", "qos": "q", "time": "t",
-    "job-name": "J", "constraint": "C", "signal": None, "wrap": None,
+    "nodes": "N",
+    "ntasks": "n",
+    "ntasks-per-node": None,
+    "gpus": "G",
+    "gpus-per-node": None,
+    "gpus-per-task": None,
+    "gres": None,
+    "cpus-per-task": "c",
+    "mem": None,
+    "mem-per-cpu": None,
+    "mem-per-gpu": None,
+    "output": "o",
+    "error": "e",
+    "exclusive": None,
+    "nodelist": "w",
+    "exclude": "x",
+    "partition": "p",
+    "account": "A",
+    "qos": "q",
+    "time": "t",
+    "job-name": "J",
+    "constraint": "C",
+    "signal": None,
+    "wrap": None,
 }
 PROTECTED_DOCKER = {
-    "network": None, "net": None, "ipc": None, "name": None, "device": None, "gpus": None,
-    "init": None, "rm": None, "detach": "d", "label": "l", "shm-size": None, "env": "e",
-    "env-file": None, "volume": "v", "mount": None, "workdir": "w", "group-add": None,
-    "entrypoint": None, "label-file": None, "interactive": "i", "tty": "t",
+    "network": None,
+    "net": None,
+    "ipc": None,
+    "name": None,
+    "device": None,
+    "gpus": None,
+    "init": None,
+    "rm": None,
+    "detach": "d",
+    "label": "l",
+    "shm-size": None,
+    "env": "e",
+    "env-file": None,
+    "volume": "v",
+    "mount": None,
+    "workdir": "w",
+    "group-add": None,
+    "entrypoint": None,
+    "label-file": None,
+    "interactive": "i",
+    "tty": "t",
 }
 _SECTION_FOR_DOCKER = {
-    "network": "network", "net": "network", "device": "container.devices",
-    "gpus": "hardware.preset", "shm-size": "container.shm_size", "env": "container.env",
-    "volume": "container.mounts", "mount": "container.mounts", "workdir": "container.workdir",
+    "network": "network",
+    "net": "network",
+    "device": "container.devices",
+    "gpus": "hardware.preset",
+    "shm-size": "container.shm_size",
+    "env": "container.env",
+    "volume": "container.mounts",
+    "mount": "container.mounts",
+    "workdir": "container.workdir",
     "group-add": "container.group_add",
 }
 
@@ -54,8 +96,12 @@ def _sbatch_extras(spec: JobSpec) -> list[tuple[FieldPath, str]]:
     for i, option in enumerate(spec.slurm.extra):
         name = protected_option(option.split()[0], PROTECTED_SBATCH)
         if name:
-            out.append((("slurm", "extra", i),
-                        f"--{name} is set by clusterctl from the slurm section; set it there"))
+            out.append(
+                (
+                    ("slurm", "extra", i),
+                    f"--{name} is set by clusterctl from the slurm section; set it there",
+                )
+            )
     return out
 
 
@@ -66,8 +112,12 @@ def _docker_extras(spec: JobSpec) -> list[tuple[FieldPath, str]]:
         if name:
             where = _SECTION_FOR_DOCKER.get(name)
             hint = f"; use {where}" if where else ""
-            out.append((("container", "extra_args", i),
-                        f"docker run --{name} is controlled by clusterctl{hint}"))
+            out.append(
+                (
+                    ("container", "extra_args", i),
+                    f"docker run --{name} is controlled by clusterctl{hint}",
+                )
+            )
         if "\n" in arg or "\r" in arg:
             out.append((("container", "extra_args", i), "newline in a docker argument"))
     return out
@@ -78,13 +128,20 @@ def _verl(spec: JobSpec) -> list[tuple[FieldPath, str]]:
     if not isinstance(wl, VerlWorkload):
         return []
     out: list[tuple[FieldPath, str]] = []
-    owned = {"trainer.nnodes": spec.slurm.nodes, "trainer.n_gpus_per_node": spec.slurm.gpus_per_node}
+    owned = {
+        "trainer.nnodes": spec.slurm.nodes,
+        "trainer.n_gpus_per_node": spec.slurm.gpus_per_node,
+    }
     for key, expected in owned.items():
         for written in (key, f"+{key}", f"++{key}"):
             if written in wl.overrides and str(wl.overrides[written]) != str(expected):
-                out.append((("workload", "overrides", written),
-                            f"{key}={wl.overrides[written]!r} contradicts the allocation "
-                            f"({expected}); clusterctl sets it from the slurm section"))
+                out.append(
+                    (
+                        ("workload", "overrides", written),
+                        f"{key}={wl.overrides[written]!r} contradicts the allocation "
+                        f"({expected}); clusterctl sets it from the slurm section",
+                    )
+                )
     return out
 
 
@@ -92,8 +149,10 @@ def _ports(spec: JobSpec) -> list[tuple[FieldPath, str]]:
     ray = spec.ray
     out: list[tuple[FieldPath, str]] = []
     named = {
-        "head_port": ray.head_port, "dashboard_port": ray.dashboard_port,
-        "client_port": ray.client_port, "node_manager_port": ray.node_manager_port,
+        "head_port": ray.head_port,
+        "dashboard_port": ray.dashboard_port,
+        "client_port": ray.client_port,
+        "node_manager_port": ray.node_manager_port,
         "object_manager_port": ray.object_manager_port,
     }
     seen: dict[int, str] = {}
@@ -122,16 +181,28 @@ def check_consistency(spec: JobSpec) -> list[tuple[FieldPath, str]]:
     c, slurm = spec.container, spec.slurm
     gpus = slurm.gpus_per_node or 0
     if spec.hardware.preset == "none" and gpus > 0:
-        out.append((("slurm", "gpus_per_node"),
-                    f"{gpus} GPUs per node with hardware.preset none (CPU-only)"))
+        out.append(
+            (
+                ("slurm", "gpus_per_node"),
+                f"{gpus} GPUs per node with hardware.preset none (CPU-only)",
+            )
+        )
     if spec.ray.num_gpus is not None and spec.ray.num_gpus > gpus:
-        out.append((("ray", "num_gpus"),
-                    f"Ray would offer {spec.ray.num_gpus} GPUs per node but the job asks "
-                    f"SLURM for {gpus}"))
+        out.append(
+            (
+                ("ray", "num_gpus"),
+                f"Ray would offer {spec.ray.num_gpus} GPUs per node but the job asks "
+                f"SLURM for {gpus}",
+            )
+        )
     if slurm.cpus_per_task and spec.ray.num_cpus and spec.ray.num_cpus > slurm.cpus_per_task:
-        out.append((("ray", "num_cpus"),
-                    f"Ray would offer {spec.ray.num_cpus} CPUs per node but SLURM gives "
-                    f"{slurm.cpus_per_task}"))
+        out.append(
+            (
+                ("ray", "num_cpus"),
+                f"Ray would offer {spec.ray.num_cpus} CPUs per node but SLURM gives "
+                f"{slurm.cpus_per_task}",
+            )
+        )
     if slurm.gres_type and slurm.gpu_request != "gres":
         out.append((("slurm", "gres_type"), "gres_type needs gpu_request: gres"))
     if c.pull == "load" and not c.load_from:
@@ -148,8 +219,12 @@ def check_consistency(spec: JobSpec) -> list[tuple[FieldPath, str]]:
     targets: dict[str, int] = {}
     for i, mount in enumerate(c.mounts):
         if mount.target in targets:
-            out.append((("container", "mounts", i, "target"),
-                        f"{mount.target} is also mounted by mounts[{targets[mount.target]}]"))
+            out.append(
+                (
+                    ("container", "mounts", i, "target"),
+                    f"{mount.target} is also mounted by mounts[{targets[mount.target]}]",
+                )
+            )
         targets.setdefault(mount.target, i)
     wl = spec.workload
     if wl.framework == "command" and not wl.command:

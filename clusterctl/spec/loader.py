@@ -20,10 +20,7 @@ PathKey = tuple[str | int, ...]
 # Free-form mappings whose keys may themselves contain dots (Hydra overrides, env names).
 _FREEFORM_KEYS = {"overrides", "args", "env", "nccl_env", "runtime_env"}
 
-try:
-    _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[attr-defined]
-except AttributeError:  # pragma: no cover - libyaml missing
-    _Loader = yaml.SafeLoader
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
 
 
 @dataclass
@@ -60,23 +57,32 @@ def format_path(path: Sequence[str | int]) -> str:
     return out
 
 
-def _map_lines(node: yaml.Node, path: PathKey, lines: dict[PathKey, int], dups: list[Problem],
-               source: str) -> None:
+def _map_lines(
+    node: yaml.Node, path: PathKey, lines: dict[PathKey, int], dups: list[Problem], source: str
+) -> None:
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         seen: set[Any] = set()
         for key_node, value_node in node.value:
             key = key_node.value
             if key in seen:
-                dups.append(Problem(format_path((*path, key)), "duplicate key", source,
-                                    key_node.start_mark.line + 1))
+                dups.append(
+                    Problem(
+                        format_path((*path, key)),
+                        "duplicate key",
+                        source,
+                        key_node.start_mark.line + 1,
+                    )
+                )
             seen.add(key)
-            lines[(*path, key)] = key_node.start_mark.line + 1
-            _map_lines(value_node, (*path, key), lines, dups, source)
+            child = (*path, key)
+            lines[child] = key_node.start_mark.line + 1
+            _map_lines(value_node, child, lines, dups, source)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            lines[(*path, index)] = item.start_mark.line + 1
-            _map_lines(item, (*path, index), lines, dups, source)
+            child = (*path, index)
+            lines[child] = item.start_mark.line + 1
+            _map_lines(item, child, lines, dups, source)
 
 
 def parse_yaml(text: str, source: str) -> tuple[dict[str, Any], dict[PathKey, int]]:
@@ -91,8 +97,16 @@ def parse_yaml(text: str, source: str) -> tuple[dict[str, Any], dict[PathKey, in
         raise SpecError([Problem("", f"malformed YAML: {reason}", source, line)]) from None
     if node is None or not isinstance(data, dict):
         kind = "empty" if node is None else type(data).__name__
-        raise SpecError([Problem("", f"the spec must be a YAML mapping, got {kind}", source,
-                                 node.start_mark.line + 1 if node is not None else None)])
+        raise SpecError(
+            [
+                Problem(
+                    "",
+                    f"the spec must be a YAML mapping, got {kind}",
+                    source,
+                    node.start_mark.line + 1 if node is not None else None,
+                )
+            ]
+        )
     lines: dict[PathKey, int] = {}
     dups: list[Problem] = []
     _map_lines(node, (), lines, dups, source)
@@ -135,8 +149,9 @@ def apply_overrides(data: dict[str, Any], assignments: Iterable[str]) -> list[Pa
             if child is None:
                 child = node[head] = {}
             if not isinstance(child, dict):
-                raise SpecError([Problem(format_path([*path, head]),
-                                         f"--set {key}: not a mapping", "--set")])
+                raise SpecError(
+                    [Problem(format_path([*path, head]), f"--set {key}: not a mapping", "--set")]
+                )
             node = child
             path.append(head)
         leaf = ".".join(parts)
@@ -153,13 +168,15 @@ def _model_fields_at(path: Sequence[str | int], data: Any) -> list[str]:
         if isinstance(part, int):
             node = node[part] if isinstance(node, list) and part < len(node) else None
             continue
-        info = model.model_fields.get(part) if isinstance(model, type) else None
+        fields = getattr(model, "model_fields", None)
+        info = fields.get(part) if isinstance(fields, dict) else None
         if info is None:
             return []
         node = node.get(part) if isinstance(node, dict) else None
         model = _unwrap_model(info.annotation, node)
-    return list(model.model_fields) if isinstance(model, type) and issubclass(
-        model, BaseModel) else []
+    return (
+        list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
+    )
 
 
 def _unwrap_model(annotation: Any, value: Any) -> Any:
@@ -181,7 +198,8 @@ def _unwrap_model(annotation: Any, value: Any) -> Any:
         for cand in candidates:
             tag = cand.model_fields.get("framework")
             if tag is not None and value.get("framework") in getattr(
-                    tag.annotation, "__args__", ()):
+                tag.annotation, "__args__", ()
+            ):
                 return cand
     return candidates[0]
 
@@ -192,14 +210,17 @@ def _data_path(loc: Sequence[str | int], data: Any, missing: bool) -> list[str |
     node = data
     tag_skipped = False
     for i, part in enumerate(loc):
-        if (not tag_skipped and isinstance(node, dict) and part == node.get("framework")
-                and i < len(loc) - 1):
+        if (
+            not tag_skipped
+            and isinstance(node, dict)
+            and part == node.get("framework")
+            and i < len(loc) - 1
+        ):
             tag_skipped = True
             continue  # the tag of the workload union, not a key
-        if isinstance(node, dict) and part in node:
-            out.append(part)
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+        in_dict = isinstance(node, dict) and part in node
+        in_list = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        if in_dict or in_list:
             out.append(part)
             node = node[part]
         elif missing and i == len(loc) - 1:
@@ -207,9 +228,13 @@ def _data_path(loc: Sequence[str | int], data: Any, missing: bool) -> list[str |
     return out
 
 
-def _problems_from_validation(exc: ValidationError, data: dict[str, Any],
-                              lines: Mapping[PathKey, int], source: str,
-                              set_paths: Sequence[PathKey]) -> list[Problem]:
+def _problems_from_validation(
+    exc: ValidationError,
+    data: dict[str, Any],
+    lines: Mapping[PathKey, int],
+    source: str,
+    set_paths: Sequence[PathKey],
+) -> list[Problem]:
     by_path: dict[tuple[str | int, ...], Problem] = {}
     for err in exc.errors(include_url=False):
         kind = err["type"]
@@ -220,8 +245,11 @@ def _problems_from_validation(exc: ValidationError, data: dict[str, Any],
             name = str(path[-1]) if path else ""
             options = _model_fields_at(path[:-1], data)
             near = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
-            hint = f"; did you mean {near[0]!r}?" if near else (
-                f"; known keys: {', '.join(options)}" if options else "")
+            hint = (
+                f"; did you mean {near[0]!r}?"
+                if near
+                else (f"; known keys: {', '.join(options)}" if options else "")
+            )
             message = f"unknown key{hint}"
         elif kind == "missing":
             message = "required field is missing"
@@ -231,13 +259,13 @@ def _problems_from_validation(exc: ValidationError, data: dict[str, Any],
                 shown = repr(err["input"])
                 message += f" (got {shown[:60]}{'...' if len(shown) > 60 else ''})"
         src = "--set" if path in set_paths else source
-        by_path[path] = Problem(format_path(path), message, src,
-                                None if src == "--set" else line_for(lines, path))
+        by_path[path] = Problem(
+            format_path(path), message, src, None if src == "--set" else line_for(lines, path)
+        )
     return list(by_path.values())
 
 
-def load_spec_text(text: str, source: str = "<spec>",
-                   overrides: Iterable[str] = ()) -> LoadedSpec:
+def load_spec_text(text: str, source: str = "<spec>", overrides: Iterable[str] = ()) -> LoadedSpec:
     """Validate spec text; raises SpecError listing every problem once."""
     data, lines = parse_yaml(text, source)
     set_paths = apply_overrides(data, overrides)

@@ -110,7 +110,9 @@ class BuildSpec(Section):
     dockerfile: Literal["rocm", "cuda", "cpu"] | None = Field(
         None, description="which Dockerfile template; default from hardware.preset"
     )
-    wheelhouse: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$")] | None = Field(
+    wheelhouse: (
+        Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$")] | None
+    ) = Field(
         None,
         description="directory of wheels (relative to the build context) installed with "
         "pip --no-index: offline builds for air-gapped clusters",
@@ -130,9 +132,7 @@ class ContainerSpec(Section):
     """One container per node."""
 
     runtime: Literal["docker"] = Field("docker", description="container runtime")
-    image: ImageRef = Field(
-        description="image reference, the same on every node"
-    )
+    image: ImageRef = Field(description="image reference, the same on every node")
     pull: Literal["always", "if-missing", "never", "load"] = Field(
         "if-missing",
         description="always pull, pull if missing, never pull (fail if missing), or docker "
@@ -222,9 +222,7 @@ class RaySpec(Section):
         None, ge=0, description="GPUs Ray offers per node; default slurm.gpus_per_node"
     )
     start_deadline: int = Field(120, ge=5, le=3600, description="seconds for the head to answer")
-    join_deadline: int = Field(
-        300, ge=5, le=7200, description="seconds for every node to join Ray"
-    )
+    join_deadline: int = Field(300, ge=5, le=7200, description="seconds for every node to join Ray")
     join_retries: int = Field(3, ge=1, le=20, description="ray start attempts per worker")
 
 
@@ -299,15 +297,15 @@ class LintSpec(Section):
 class JobSpec(Section):
     """A multi-node RL post-training job."""
 
-    slurm: SlurmSpec = Field(default_factory=SlurmSpec)  # type: ignore[arg-type]
-    hardware: HardwareSpec = Field(default_factory=HardwareSpec)  # type: ignore[arg-type]
-    versions: VersionsSpec = Field(default_factory=VersionsSpec)  # type: ignore[arg-type]
+    slurm: SlurmSpec = Field(default_factory=SlurmSpec)
+    hardware: HardwareSpec = Field(default_factory=HardwareSpec)
+    versions: VersionsSpec = Field(default_factory=VersionsSpec)
     container: ContainerSpec
-    network: NetworkSpec = Field(default_factory=NetworkSpec)  # type: ignore[arg-type]
-    ray: RaySpec = Field(default_factory=RaySpec)  # type: ignore[arg-type]
-    selftest: SelftestSpec = Field(default_factory=SelftestSpec)  # type: ignore[arg-type]
+    network: NetworkSpec = Field(default_factory=NetworkSpec)
+    ray: RaySpec = Field(default_factory=RaySpec)
+    selftest: SelftestSpec = Field(default_factory=SelftestSpec)
     workload: Workload
-    logs: LogsSpec = Field(default_factory=LogsSpec)  # type: ignore[arg-type]
+    logs: LogsSpec = Field(default_factory=LogsSpec)
     lint: LintSpec = Field(default_factory=LintSpec)
 
     @model_validator(mode="after")

@@ -58,7 +58,8 @@ def _models(model: type[BaseModel], path: str) -> list[tuple[str, type[BaseModel
                 if isinstance(inner, type) and issubclass(inner, BaseModel):
                     sub = f"{path}.{name}" if path else name
                     if inner.__name__.endswith("Workload"):
-                        sub = f"workload (framework: {inner.model_fields['framework'].annotation.__args__[0]})"  # type: ignore[union-attr]
+                        tag = typing.get_args(inner.model_fields["framework"].annotation)[0]
+                        sub = f"workload (framework: {tag})"
                     if all(m is not inner for _, m in out):
                         out += _models(inner, sub)
     return out
@@ -75,6 +76,8 @@ def reference_markdown() -> str:
         lines += ["| key | type | default | meaning |", "|---|---|---|---|"]
         for name, info in model.model_fields.items():
             desc = (info.description or "").replace("|", "\\|")
-            lines.append(f"| `{name}` | {_type_name(info.annotation)} | {_default(info)} | {desc} |")
+            lines.append(
+                f"| `{name}` | {_type_name(info.annotation)} | {_default(info)} | {desc} |"
+            )
         lines.append("")
     return "\n".join(lines)

@@ -59,30 +59,44 @@ def sbatch(workdir: Path, script: Path, wait: bool = True) -> tuple[Job, int, fl
     """Submit; with wait, poll until the job ends (faster than sbatch --wait's back-off) and
     return its exit code as SLURM recorded it."""
     start = time.monotonic()
-    result = subprocess.run(["sbatch", "--parsable", str(script)], cwd=workdir,
-                            capture_output=True, text=True, timeout=60, check=True)
+    result = subprocess.run(
+        ["sbatch", "--parsable", str(script)],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     job = Job(result.stdout.strip().split(";")[0], workdir)
     if not wait:
         return job, 0, 0.0
     wait_gone(job, 600)
     elapsed = time.monotonic() - start
-    info = subprocess.run(["scontrol", "show", "job", "-o", job.job_id], capture_output=True,
-                          text=True, check=True).stdout
+    info = subprocess.run(
+        ["scontrol", "show", "job", "-o", job.job_id], capture_output=True, text=True, check=True
+    ).stdout
     exit_code = re.search(r"\bExitCode=(\d+):(\d+)", info)
     assert exit_code, info
     return job, int(exit_code.group(1)) or int(exit_code.group(2)), elapsed
 
 
 def containers_of(job: Job, docker_host: str | None = None) -> list[str]:
-    cmd = ["docker", *(["-H", docker_host] if docker_host else []), "ps", "-aq", "--filter",
-           f"label=clusterctl.job={job.job_id}"]
+    cmd = [
+        "docker",
+        *(["-H", docker_host] if docker_host else []),
+        "ps",
+        "-aq",
+        "--filter",
+        f"label=clusterctl.job={job.job_id}",
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.split()
 
 
 def wait_gone(job: Job, seconds: float) -> None:
     deadline = time.monotonic() + seconds
-    while subprocess.run(["squeue", "-h", "-j", job.job_id], capture_output=True,
-                         text=True).stdout.strip():
+    while subprocess.run(
+        ["squeue", "-h", "-j", job.job_id], capture_output=True, text=True
+    ).stdout.strip():
         assert time.monotonic() < deadline, f"job {job.job_id} still in squeue after {seconds}s"
         time.sleep(0.25)
 
@@ -91,8 +105,9 @@ def wait_gone(job: Job, seconds: float) -> None:
 def node3_engine() -> Iterator[str]:
     """node3 routed to a Docker engine of its own, without the job's image."""
     host = cluster.start_engine("node3", print)
-    subprocess.run(["docker", "-H", host, "image", "rm", "-f", cluster.DEV_IMAGE],
-                   capture_output=True)
+    subprocess.run(
+        ["docker", "-H", host, "image", "rm", "-f", cluster.DEV_IMAGE], capture_output=True
+    )
     cluster.route_node("node3", host)
     try:
         yield host
@@ -106,22 +121,31 @@ def test_three_node_job_completes_and_workload_sees_three_nodes(tmp_path: Path) 
     assert "workload sees 3 ray nodes: ['node1', 'node2', 'node3']" in job.log
     assert "selftest: 3 nodes ran tasks; gloo all-reduce" in job.log
     phases = [e["phase"] for e in job.timeline()]
-    assert phases == ["setup", "preflight", "containers", "ray-head", "cluster-ready",
-                      "workload", "workload-done", "cleanup", "end"]
+    assert phases == [
+        "setup",
+        "preflight",
+        "containers",
+        "ray-head",
+        "cluster-ready",
+        "workload",
+        "workload-done",
+        "cleanup",
+        "end",
+    ]
     assert job.timeline()[-1]["status"] == 0
     assert containers_of(job) == []
     assert (job.log_dir / "workload.log").read_text().count("workload sees 3") == 1
     assert not (job.log_dir / "nodes").exists()  # node logs are copied on failure only
 
 
-def test_missing_image_on_one_node_fails_in_preflight(tmp_path: Path,
-                                                      node3_engine: str) -> None:
+def test_missing_image_on_one_node_fails_in_preflight(tmp_path: Path, node3_engine: str) -> None:
     job, rc, elapsed = sbatch(tmp_path, render(tmp_path))
     assert rc != 0
     node, phase, cause = job.first_failure()
     assert (node, phase) == ("node3", "preflight")
-    assert cause == ("image clusterctl/dev:latest is not present on this node and "
-                     "container.pull is never")
+    assert cause == (
+        "image clusterctl/dev:latest is not present on this node and container.pull is never"
+    )
     assert elapsed < 60
     assert containers_of(job) == [] and containers_of(job, node3_engine) == []
     assert "containers" not in [e["phase"] for e in job.timeline()]  # nothing was started
@@ -140,8 +164,7 @@ def test_dead_docker_daemon_on_one_node_fails_in_preflight(tmp_path: Path) -> No
     assert elapsed < 60 and containers_of(job) == []
 
 
-def test_worker_that_cannot_join_fails_the_job_naming_it(tmp_path: Path,
-                                                         node3_engine: str) -> None:
+def test_worker_that_cannot_join_fails_the_job_naming_it(tmp_path: Path, node3_engine: str) -> None:
     # node3 runs another Ray release: the head refuses it (Ray's version check), as on a
     # cluster whose nodes were built at different times.
     cluster.build_ray_variant_image(node3_engine, "2.59.0", print)
@@ -185,12 +208,30 @@ def test_scancel_during_workload_removes_every_container(tmp_path: Path) -> None
 def test_stale_container_of_an_earlier_job_is_swept(tmp_path: Path) -> None:
     stale = "cc-99999-node2"
     subprocess.run(["docker", "rm", "-f", stale], capture_output=True)
-    subprocess.run(["docker", "run", "-d", "--name", stale, "--label", "clusterctl.job=99999",
-                    "--label", "clusterctl.node=node2", "--network", "host",
-                    cluster.DEV_IMAGE, "sleep", "infinity"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "docker",
+            "run",
+            "-d",
+            "--name",
+            stale,
+            "--label",
+            "clusterctl.job=99999",
+            "--label",
+            "clusterctl.node=node2",
+            "--network",
+            "host",
+            cluster.DEV_IMAGE,
+            "sleep",
+            "infinity",
+        ],
+        check=True,
+        capture_output=True,
+    )
     job, rc, _ = sbatch(tmp_path, render(tmp_path))
     assert rc == 0, job.log
     assert re.search(r"\[node2\] removed leftover container \w+ of finished job 99999", job.log)
-    gone = subprocess.run(["docker", "ps", "-aq", "--filter", f"name={stale}"],
-                          capture_output=True, text=True)
+    gone = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"name={stale}"], capture_output=True, text=True
+    )
     assert gone.stdout.strip() == ""

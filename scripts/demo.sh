@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Install clusterctl, bring up the local SLURM + Docker dev cluster (root), and run the
+# CPU example end to end: 3 nodes, one container each, Ray, self-test, workload.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m pip install -q .
+clusterctl dev-cluster up --nodes 4
+mkdir -p demo-run
+cd demo-run
+clusterctl submit ../examples/cpu-dev-cluster.yaml --wait
+echo "demo: job finished; its logs are in demo-run/clusterctl-logs/"

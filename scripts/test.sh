@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Install what the tests need, bring up the real dev cluster (SLURM, munge, dockerd; root),
+# then run every check: ruff, mypy, and all tests, end-to-end ones included.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m pip install -q -e '.[test]'
+clusterctl dev-cluster up --nodes 4
+ruff check clusterctl tests benchmarks
+ruff format --check clusterctl tests benchmarks
+mypy
+python3 -m pytest -q "$@"
