@@ -1,0 +1,55 @@
+"""The dev cluster's generated files, and its status against the real daemons."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from clusterctl.devcluster import cluster
+from tests.conftest import ROOT
+
+
+def test_checked_in_dev_dockerfile_matches_the_renderer() -> None:
+    assert (ROOT / "docker" / "Dockerfile.dev").read_text() == cluster.dev_image_dockerfile()
+
+
+def test_dev_dockerfile_installs_offline_from_the_wheelhouse() -> None:
+    text = cluster.dev_image_dockerfile()
+    assert f"FROM {cluster.BASE_IMAGE}" in text
+    assert "--no-index --find-links /tmp/clusterctl-wheels" in text
+    assert "'ray[default]==2.60.0'" in text and "'torch==2.13.0'" in text
+
+
+def test_slurm_conf_gives_each_node_its_own_loopback_address() -> None:
+    conf = cluster.slurm_conf(3)
+    for i in (1, 2, 3):
+        assert (
+            f"NodeName=node{i} NodeHostname=localhost NodeAddr=127.0.1.{i} Port={17000 + i}" in conf
+        )
+    assert "PartitionName=debug Nodes=node[1-3]" in conf
+    assert "ProctrackType=proctrack/linuxproc" in conf and "TaskProlog=" in conf
+
+
+@pytest.mark.cluster
+@pytest.mark.usefixtures("dev_cluster")
+def test_status_reports_the_running_cluster() -> None:
+    st = cluster.status()
+    assert st.munge and st.docker and st.slurmctld and st.image
+    assert st.docker_bridges == []  # host networking only
+    assert {"node1", "node2", "node3", "node4"} <= set(st.nodes)
+    out = subprocess.run(["clusterctl", "dev-cluster", "status"], capture_output=True, text=True)
+    assert out.returncode == 0 and "ok   node4: idle" in out.stdout
+
+
+@pytest.mark.cluster
+@pytest.mark.usefixtures("dev_cluster")
+def test_up_is_idempotent() -> None:
+    out = subprocess.run(
+        ["clusterctl", "dev-cluster", "up", "--nodes", "4"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "starting" not in out.stderr  # everything was already running
