@@ -218,9 +218,11 @@ def init(preset: str, framework: str, nodes: int, out_file: str) -> None:
 def _register_optional_commands() -> None:
     """Commands that live in their own modules."""
     from clusterctl.devcluster.cli import dev_cluster
+    from clusterctl.doctor.cli import doctor
     from clusterctl.lint.cli import rules
 
     main.add_command(rules)
+    main.add_command(doctor)
     main.add_command(dev_cluster)
 
 

@@ -176,8 +176,12 @@ def test_worker_that_cannot_join_fails_the_job_naming_it(tmp_path: Path, node3_e
     assert "version" in cause.lower()
     assert elapsed < 180
     assert containers_of(job) == [] and containers_of(job, node3_engine) == []
-    # logs of every node come back on failure
+    # logs of every node come back on failure, and doctor explains them
     assert (job.log_dir / "nodes" / "node1" / "container.log").exists()
+    doctor = run_cli("doctor", "--job", job.job_id, "--json", cwd=tmp_path)
+    assert doctor.returncode == 1
+    found = {f["id"] for f in json.loads(doctor.stdout)}
+    assert {"clusterctl-fail", "ray-version-mismatch"} <= found
 
 
 def test_failing_workload_fails_the_job_with_its_status(tmp_path: Path) -> None:

@@ -1,0 +1,68 @@
+"""``clusterctl doctor LOG... | --job ID``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from clusterctl.errors import UsageError
+
+EXIT_CLEAN, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
+
+
+@click.command()
+@click.argument("logs", nargs=-1, type=click.Path(dir_okay=True, path_type=Path))
+@click.option("--job", "job_id", help="Read every log of this SLURM job id (its log directory).")
+@click.option(
+    "--logs-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("clusterctl-logs"),
+    show_default=True,
+    help="Where job log directories live (logs.dir of the spec).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+def doctor(logs: tuple[Path, ...], job_id: str | None, logs_root: Path, as_json: bool) -> None:
+    """Match job logs against known failure signatures and explain each hit.
+
+    Exit status: 0 nothing found, 1 something found, 2 bad arguments.
+    """
+    from clusterctl.doctor.scan import job_log_files, scan_files
+
+    try:
+        if bool(logs) == bool(job_id):
+            raise UsageError("give log files or --job ID (one of the two)")
+        paths: list[Path] = []
+        for path in logs:
+            paths += sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        if job_id:
+            paths = job_log_files(job_id, logs_root)
+        hits = scan_files(paths)
+    except UsageError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    if as_json:
+        click.echo(json.dumps([h.as_dict() for h in hits], indent=2))
+    elif not hits:
+        click.echo(f"no known failure signature in {len(paths)} file(s)")
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(
+            "signature", "where", "meaning / likely cause", "fix", "prevented by", show_lines=True
+        )
+        for hit in hits:
+            d = hit.as_dict()
+            where = f"{d['file']}:{d['line']}" + (f" (x{hit.count})" if hit.count > 1 else "")
+            table.add_row(
+                str(d["id"]),
+                where,
+                f"{d['meaning']}\n{d['cause']}",
+                str(d["fix"]),
+                str(d["prevention"]),
+            )
+        Console(width=160).print(table)
+    sys.exit(EXIT_FOUND if hits else EXIT_CLEAN)

@@ -1,0 +1,337 @@
+"""Known failure signatures of multi-node verl / OpenRLHF jobs, from the issue trackers and the
+seeds: what the line means, the likely cause, the fix, and what in the spec prevents it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Signature:
+    id: str
+    pattern: re.Pattern[str]
+    meaning: str
+    cause: str
+    fix: str
+    prevention: str
+    source: str
+    ignore: re.Pattern[str] | None = None  # lines that match but report no failure
+
+    def match(self, line: str) -> re.Match[str] | None:
+        found = self.pattern.search(line)
+        if found is None or (self.ignore is not None and self.ignore.search(line)):
+            return None
+        return found
+
+
+def _sig(
+    id: str,
+    pattern: str,
+    meaning: str,
+    cause: str,
+    fix: str,
+    prevention: str,
+    source: str,
+    ignore: str | None = None,
+) -> Signature:
+    return Signature(
+        id,
+        re.compile(pattern),
+        meaning,
+        cause,
+        fix,
+        prevention,
+        source,
+        re.compile(ignore) if ignore else None,
+    )
+
+
+SIGNATURES: tuple[Signature, ...] = (
+    _sig(
+        "clusterctl-fail",
+        r"clusterctl: FAIL node=(?P<node>\S+) phase=(?P<phase>\S+): (?P<cause>.*)",
+        "clusterctl stopped the job: {node} failed in phase {phase}",
+        "{cause}",
+        "see the matching signature below, or the node's logs in nodes/{node}/",
+        "the preflight and readiness checks in job.sbatch report these before training",
+        "clusterctl job.sbatch",
+    ),
+    _sig(
+        "ray-register-worker",
+        r"Failed to register worker .*to Raylet|Unable to register worker "
+        r"with raylet",
+        "Ray workers could not register with the raylet",
+        "ray.init / ray start took every core of the host inside a SLURM cgroup",
+        "give Ray the CPUs SLURM granted (ray start --num-cpus, ray_kwargs.ray_init.num_cpus)",
+        "clusterctl always passes --num-cpus (ray.num_cpus or the CPUs SLURM gave the node)",
+        "verl #523, faq.rst, PR #1009",
+    ),
+    _sig(
+        "fewer-gpus-than-desired",
+        r"Total available GPUs (?P<have>[\d.]+) is less than total "
+        r"desired GPUs (?P<want>[\d.]+)",
+        "verl sees {have} GPUs but needs {want}",
+        "not every node joined Ray (sleep race, a bad nodes_array), or ray.init() started a "
+        "new local cluster instead of joining",
+        "check `ray status`; connect with RAY_ADDRESS / ray_init.address=auto",
+        "clusterctl waits until exactly N nodes with the expected GPUs joined, and sets "
+        "RAY_ADDRESS for the workload",
+        "verl #2515, #3358, #242",
+    ),
+    _sig(
+        "pending-placement-group",
+        r"\b[1-9]\d*\+? pending placement groups?|"
+        r"[Ww]aiting for (the )?placement group",
+        "a placement group cannot be scheduled, so the job hangs",
+        "nodes with different GPU counts, or fewer than 3 Ray CPUs per GPU for verl's bundles",
+        "use homogeneous nodes and enough Ray CPUs per node",
+        "rules verl-cpus-per-gpu and openrlhf-gpu-budget; the join check compares resources",
+        "verl #2596, #1182, PR #6663",
+    ),
+    _sig(
+        "no-available-agent",
+        r"No available agent to submit job",
+        "ray job submit found no dashboard agent",
+        "the dashboard agent did not start (process limits, or port 52365 in use)",
+        "raise ulimit -u / -n before ray start; free port 52365; match Ray versions",
+        "preflight checks the head ports; pin one Ray version in versions.ray",
+        "verl #768, OpenRLHF #1236",
+    ),
+    _sig(
+        "nccl-system-error",
+        r"NCCL error.*unhandled system error|ncclSystemError",
+        "NCCL failed in a system call, usually while connecting peers",
+        "the bootstrap picked a wrong interface (docker0, link-local) or the fabric is down",
+        "set NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME, NCCL_DEBUG=INFO, --network host",
+        "network.socket_ifname (rule nccl-socket-ifname)",
+        "verl #108, #3818, #726",
+    ),
+    _sig(
+        "nccl-link-local",
+        r"[Cc]onnect to 169\.254\.\d+\.\d+",
+        "NCCL tried to reach a link-local address",
+        "no socket interface set; NCCL chose a link-local or USB NIC",
+        "set NCCL_SOCKET_IFNAME to the interface the nodes share",
+        "network.socket_ifname (rule nccl-socket-ifname)",
+        "verl #726",
+    ),
+    _sig(
+        "rdma-provider-glibc",
+        r"GLIBC_[\d.]+' not found \(required by .*rdmav",
+        "the container cannot load the host's RDMA provider library",
+        "the image's OS is older than the host's RDMA driver (e.g. bnxt_re)",
+        "build the image on the host's OS release; pass /dev/infiniband; check the HCA names",
+        "network.fabric ib/roce adds /dev/infiniband; rule ib-hca-names",
+        "verl #1516",
+    ),
+    _sig(
+        "no-hip-gpus",
+        r"No HIP GPUs are available",
+        "a ROCm process sees no GPU",
+        "Ray masked the GPUs (Ray >= 2.45 masks with HIP_VISIBLE_DEVICES)",
+        "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES=1 before ray start (Ray >= 2.45)",
+        "clusterctl sets the right NOSET switch for versions.ray on AMD presets",
+        "verl #1399, ray#53737",
+    ),
+    _sig(
+        "duplicate-gpu",
+        r"Duplicate GPU detected",
+        "two ranks ended up on the same GPU",
+        "GPU visibility rewritten twice (Ray masking plus ROCR/HIP/CUDA_VISIBLE_DEVICES)",
+        "set none of the *_VISIBLE_DEVICES yourself; use the NOSET switch of your Ray",
+        "rules amd-visibility-conflict and ray-noset-visibility",
+        "verl #1471",
+    ),
+    _sig(
+        "rocr-vs-hip",
+        r"Please use HIP_VISIBLE_DEVICES instead of ROCR_VISIBLE_DEVICES",
+        "Ray >= 2.45 refuses ROCR_VISIBLE_DEVICES masking",
+        "a ROCR-era switch or variable with a HIP-era Ray",
+        "use RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES=1 and drop ROCR_VISIBLE_DEVICES",
+        "rule ray-noset-visibility",
+        "verl #1575, PR #1465",
+    ),
+    _sig(
+        "rocr-with-hip",
+        r"Please don't set ROCR_VISIBLE_DEVICES when HIP/CUDA_VISIBLE_DEVICES",
+        "verl refuses ROCR_VISIBLE_DEVICES next to HIP/CUDA_VISIBLE_DEVICES",
+        "the container sets several visibility variables at once (old AMD docs script)",
+        "set none of them; let Ray assign GPUs",
+        "rule amd-visibility-conflict",
+        "verl/single_controller/base/worker.py",
+    ),
+    _sig(
+        "hip-invalid-ordinal",
+        r"HIP error: invalid device ordinal|hipErrorInvalidDevice",
+        "a ROCm process asked for a GPU index it cannot see",
+        "Ray's GPU masking with tensor parallel > 1 on ROCm",
+        "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES=1",
+        "clusterctl sets the NOSET switch on AMD presets",
+        "vLLM PR #21522, verl #1501",
+    ),
+    _sig(
+        "cuda-invalid-ordinal",
+        r"(?i)CUDA error: invalid device ordinal",
+        "a CUDA process asked for a GPU index it cannot see",
+        "CUDA_VISIBLE_DEVICES set before ray start, then remapped by Ray",
+        "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES=1, or do not set CUDA_VISIBLE_DEVICES",
+        "leave GPU visibility to clusterctl (no *_VISIBLE_DEVICES in container.env)",
+        "OpenRLHF #912, PR #536",
+    ),
+    _sig(
+        "amd-sleep-mode",
+        r"Sleep mode is not supported for AMD",
+        "vLLM sleep mode is unavailable on this ROCm/vLLM",
+        "vLLM <= 0.11 or ROCm < 7.0",
+        "actor_rollout_ref.rollout.free_cache_engine=False, or vLLM > 0.11 with ROCm >= 7",
+        "versions.vllm / versions.rocm",
+        "verl #666, PR #1464",
+    ),
+    _sig(
+        "cumem-oom",
+        r"out of memory at .*cumem_allocator",
+        "vLLM ran out of GPU memory while waking up",
+        "gpu_memory_utilization too high for what training keeps resident",
+        "lower rollout.gpu_memory_utilization (0.45-0.6 when colocated)",
+        "rule gpu-memory-utilization",
+        "verl #302",
+    ),
+    _sig(
+        "no-cache-blocks",
+        r"No available memory for the cache blocks",
+        "vLLM found no memory for its KV cache",
+        "FSDP state still resident on the GPU",
+        "tune gpu_memory_utilization or enable parameter/optimizer offload",
+        "rule gpu-memory-utilization",
+        "verl #2245",
+    ),
+    _sig(
+        "ray-oom-kill",
+        r"killed due to memory pressure \(OOM\)",
+        "Ray's memory monitor killed workers: host RAM ran out",
+        "too much CPU offload or too little --mem",
+        "--mem=0, less CPU offload, or tune RAY_memory_usage_threshold",
+        "slurm.mem",
+        "verl #429",
+    ),
+    _sig(
+        "slurm-oom-kill",
+        r"Detected \d+ oom[-_]kill event|oom-kill|OOMKilled",
+        "the kernel's OOM killer ended a process of the job",
+        "host memory exhausted (cgroup limit from --mem)",
+        "raise slurm.mem (0 = all of the node) or reduce offload",
+        "slurm.mem",
+        "SLURM cgroup OOM reports",
+    ),
+    _sig(
+        "port-in-use",
+        r"EADDRINUSE|[Aa]ddress already in use",
+        "a process could not bind its port",
+        "a port race among concurrent workers/engines, or a leftover process",
+        "pin port ranges; remove leftovers of earlier jobs",
+        "preflight checks the Ray ports and sweeps leftover containers; ray.min/max_worker_port",
+        "verl #3521, #5889, OpenRLHF #674",
+        ignore=r"Retrying in|attempt \d+/\d+",
+    ),
+    _sig(
+        "dist-store-timeout",
+        r"DistStoreError|Timed out after \d+ seconds waiting for clients",
+        "a torch.distributed rendezvous timed out",
+        "a rank cannot reach the master address, or TP spans nodes",
+        "keep TP within a node; check MASTER_ADDR and the socket interface",
+        "rules rollout-tp-spans-nodes and nccl-socket-ifname",
+        "verl #4373, OpenRLHF #758, #1040, #795",
+    ),
+    _sig(
+        "raylet-socket",
+        r"Could not connect to socket .*raylet",
+        "a Ray process cannot reach its raylet's socket",
+        "Ray's temp dir on a shared file system",
+        "use a node-local --temp-dir",
+        "rule ray-temp-dir-shared",
+        "verl #158, ray#54067",
+    ),
+    _sig(
+        "actor-unavailable",
+        r"The actor .* is unavailable|--node-ip-address[= ]0\.0\.0\.0",
+        "Ray actors on other nodes cannot be reached",
+        "the head advertised 0.0.0.0 or loopback",
+        "start the head with the node's real address",
+        "clusterctl derives and checks each node's address; rule loopback-head",
+        "OpenRLHF #339, #1236",
+    ),
+    _sig(
+        "docker-bridge-address",
+        r"timed out .*\(172\.(1[6-9]|2\d|3[01])\.\d+\.\d+",
+        "a peer advertised a Docker bridge address",
+        "containers on the default bridge network",
+        "--network host and an explicit --node-ip-address",
+        "clusterctl always runs containers with --network host",
+        "OpenRLHF #265, #271",
+    ),
+    _sig(
+        "tuple-index-rocm",
+        r"IndexError: tuple index out of range",
+        "the known Ray 2.12 / ROCm device-manager crash (on AMD nodes)",
+        "Ray 2.12.0's AMD GPU manager",
+        "RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES=1 before ray start, vllm_sync_backend "
+        "gloo; better: Ray >= 2.45",
+        "rule ray-2.12-rocm",
+        "seeds (OpenRLHF on MI300X), OpenRLHF #667",
+    ),
+    _sig(
+        "ray-version-mismatch",
+        r"Version mismatch: The cluster was started with",
+        "nodes run different Ray (or Python) versions",
+        "images built at different times, or a pip install at start-up",
+        "use one image everywhere with one pinned ray[default]",
+        "versions.ray and one container.image for every node",
+        "OpenRLHF PR #328, Logic-RL #30",
+    ),
+    _sig(
+        "hip-oom",
+        r"HIP out of memory|hipErrorOutOfMemory",
+        "a ROCm process ran out of GPU memory",
+        "device_map / visibility mismatch, or memory settings too high",
+        "lower gpu_memory_utilization; check visibility",
+        "rule gpu-memory-utilization",
+        "seeds (verl on AMD guide)",
+    ),
+    _sig(
+        "gcs-unreachable",
+        r"(?i)failed to connect to (the )?GCS|Unable to connect to GCS",
+        "a Ray process could not reach the head's GCS",
+        "the head is not up yet, or a firewall blocks the GCS port",
+        "open ray.head_port between nodes; start workers only after the head answers",
+        "clusterctl's workers wait for the GCS port before ray start",
+        "seeds (verl on AMD guide)",
+    ),
+    _sig(
+        "nccl-watchdog-timeout",
+        r"Watchdog caught collective operation timeout|NCCL_TIMEOUT",
+        "a collective operation did not finish in time",
+        "a hung rank or a broken fabric path between nodes",
+        "NCCL_DEBUG=INFO to find the rank; check the fabric and the self-test bandwidth",
+        "selftest.min_busbw_gbps fails slow fabrics before training",
+        "seeds (verl on AMD guide, 7.1)",
+    ),
+    _sig(
+        "slurm-time-limit",
+        r"DUE TO TIME LIMIT",
+        "SLURM ended the job at its time limit",
+        "slurm.time too short for the run",
+        "raise slurm.time, or checkpoint and requeue",
+        "slurm.time; the script cleans up slurm.signal_grace seconds before the limit",
+        "SLURM",
+    ),
+    _sig(
+        "image-pull-denied",
+        r"pull access denied|manifest unknown|manifest for .* not found",
+        "docker could not pull the image",
+        "wrong image name or tag, or no registry access from the node",
+        "fix container.image, or use pull: load with a tarball on shared storage",
+        "container.pull: load / never",
+        "Docker",
+    ),
+)

@@ -1,0 +1,102 @@
+"""doctor: every signature on a realistic log excerpt, and a real clean job with no finding."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from clusterctl.doctor import SIGNATURES, scan_files
+from tests.conftest import ROOT, run_cli
+
+FIXTURES = ROOT / "tests" / "fixtures" / "doctor"
+IDS = [sig.id for sig in SIGNATURES]
+
+
+def test_there_are_at_least_25_signatures_each_with_an_excerpt() -> None:
+    assert len(SIGNATURES) >= 25
+    assert len(set(IDS)) == len(IDS)
+    excerpts = {p.stem for p in (FIXTURES / "signatures").glob("*.log")}
+    assert excerpts == set(IDS)
+
+
+@pytest.mark.parametrize("sig_id", IDS)
+def test_signature_is_found_in_its_excerpt(sig_id: str) -> None:
+    hits = scan_files([FIXTURES / "signatures" / f"{sig_id}.log"])
+    assert sig_id in {h.signature.id for h in hits}
+    hit = next(h for h in hits if h.signature.id == sig_id)
+    d = hit.as_dict()
+    assert d["meaning"] and d["cause"] and d["fix"] and d["prevention"] and d["source"]
+    assert "{" not in str(d["meaning"]) + str(d["cause"])  # placeholders were filled
+
+
+def test_excerpts_do_not_cross_trigger_many_signatures() -> None:
+    for path in sorted((FIXTURES / "signatures").glob("*.log")):
+        found = {h.signature.id for h in scan_files([path])}
+        assert len(found) <= 3, (path.name, found)
+
+
+def test_real_clean_job_has_no_finding() -> None:
+    files = sorted(p for p in (FIXTURES / "clean-job").rglob("*") if p.is_file())
+    assert len(files) >= 6
+    assert scan_files(files) == []
+
+
+def test_benign_ray_lines_are_not_failures() -> None:
+    lines = [
+        ("gcs_server.out", 1, "- Scheduling pending placement group count: 0"),
+        (
+            "dashboard_agent.log",
+            2,
+            "WARNING http_server_agent.py:79 -- Failed to bind to "
+            "port 52365 (attempt 1/6). Retrying in 0.19s. Error: address already in use",
+        ),
+    ]
+    from clusterctl.doctor import scan_lines
+
+    assert scan_lines(lines) == []
+
+
+def test_clusterctl_fail_line_names_node_and_cause() -> None:
+    (hit,) = [h for h in scan_files([FIXTURES / "signatures" / "clusterctl-fail.log"])]
+    assert hit.as_dict()["meaning"] == "clusterctl stopped the job: gpu-2 failed in phase preflight"
+    assert hit.as_dict()["cause"] == "device node /dev/kfd is missing"
+
+
+def test_cli_exit_status_and_json(tmp_path: Path) -> None:
+    bad = run_cli("doctor", "--json", str(FIXTURES / "signatures" / "tuple-index-rocm.log"))
+    assert bad.returncode == 1
+    (finding,) = json.loads(bad.stdout)
+    assert finding["id"] == "tuple-index-rocm" and finding["line"] == 3
+    assert finding["prevention"] == "rule ray-2.12-rocm"
+    clean = run_cli("doctor", str(FIXTURES / "clean-job"))
+    assert clean.returncode == 0 and "no known failure signature" in clean.stdout
+    table = run_cli("doctor", str(FIXTURES / "signatures" / "hip-oom.log"))
+    assert table.returncode == 1 and "hip-oom" in table.stdout
+    usage = run_cli("doctor")
+    assert usage.returncode == 2 and "Traceback" not in usage.stderr
+
+
+def test_cli_reads_a_job_log_directory(tmp_path: Path) -> None:
+    job_dir = tmp_path / "clusterctl-logs" / "verl-gsm8k-4242"
+    shutil.copytree(FIXTURES / "clean-job", job_dir)
+    (job_dir / "nodes" / "gpu-1" / "ray").mkdir(parents=True)
+    shutil.copy(
+        FIXTURES / "signatures" / "ray-version-mismatch.log",
+        job_dir / "nodes" / "gpu-1" / "ray" / "raylet.err",
+    )
+    result = run_cli("doctor", "--job", "4242", "--json", cwd=tmp_path)
+    assert result.returncode == 1
+    assert [f["id"] for f in json.loads(result.stdout)] == ["ray-version-mismatch"]
+    missing = run_cli("doctor", "--job", "999", cwd=tmp_path)
+    assert missing.returncode == 2 and "no log directory for job 999" in missing.stderr
+
+
+def test_real_ray_log_of_a_port_collision_is_found() -> None:
+    """Captured on the dev cluster: a worker's dashboard agent could not bind 52365 because
+    the head's agent on the same host holds it (several Ray nodes share one host there)."""
+    hits = scan_files([FIXTURES / "real" / "worker-dashboard-agent-port-collision.log"])
+    assert [h.signature.id for h in hits] == ["port-in-use"]
+    assert hits[0].count >= 1 and "52365" in hits[0].line
