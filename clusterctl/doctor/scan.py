@@ -63,8 +63,7 @@ def read_lines(path: Path) -> Iterator[tuple[int, str]]:
         handle.seek(start)
         data = handle.read().decode("utf-8", errors="replace")
     first = 1 if start == 0 else 0
-    for number, line in enumerate(data.splitlines(), start=first):
-        yield number, line
+    yield from enumerate(data.splitlines(), start=first)
 
 
 def scan_lines(lines: Iterable[tuple[str, int, str]]) -> list[Hit]:
