@@ -22,6 +22,11 @@ def say(message: str) -> None:
     print(f"clusterctl: {message}", flush=True)
 
 
+def phase(name: str) -> None:
+    """Mark a phase; job.sbatch timestamps these lines into the job's timeline."""
+    print(f"CLUSTERCTL_PHASE {name}", flush=True)
+
+
 def result(status: str, **fields: Any) -> None:
     print(
         "CLUSTERCTL_RESULT " + json.dumps({"status": status, **fields}, sort_keys=True), flush=True
@@ -204,9 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     if joined is None:
         result("join-timeout", seen=describe(alive_nodes(ray)))
         return EXIT_JOIN
+    phase("ray-joined")
     say(f"ray: all {len(expected)} nodes joined in {time.monotonic() - start:.1f}s")
     summary: dict[str, Any] = {"nodes": joined}
     if args.selftest:
+        phase("selftest")
         report = selftest(
             ray,
             expected,

@@ -126,6 +126,8 @@ def test_three_node_job_completes_and_workload_sees_three_nodes(tmp_path: Path) 
         "preflight",
         "containers",
         "ray-head",
+        "ray-joined",
+        "selftest",
         "cluster-ready",
         "workload",
         "workload-done",
