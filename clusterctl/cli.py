@@ -62,7 +62,7 @@ def allow_option(func: F) -> F:
 
 def _load(spec: str, assignments: tuple[str, ...], allowed: tuple[str, ...] = ()) -> LoadedSpec:
     """Validate the spec and run the lint rules; errors raise SpecError."""
-    from clusterctl.lint import lint_or_raise
+    from clusterctl.lint.engine import lint_or_raise
     from clusterctl.spec.loader import load_spec
 
     loaded = load_spec(spec, assignments)

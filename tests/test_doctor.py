@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterctl.doctor import SIGNATURES, scan_files
+from clusterctl.doctor.scan import scan_files
+from clusterctl.doctor.signatures import SIGNATURES
 from tests.conftest import ROOT, run_cli
 
 FIXTURES = ROOT / "tests" / "fixtures" / "doctor"
@@ -54,7 +55,7 @@ def test_benign_ray_lines_are_not_failures() -> None:
             "port 52365 (attempt 1/6). Retrying in 0.19s. Error: address already in use",
         ),
     ]
-    from clusterctl.doctor import scan_lines
+    from clusterctl.doctor.scan import scan_lines
 
     assert scan_lines(lines) == []
 

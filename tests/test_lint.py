@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from clusterctl.errors import SpecError
-from clusterctl.lint import RULES, lint, lint_or_raise
+from clusterctl.lint.engine import RULES, lint, lint_or_raise
 from clusterctl.lint.workload import openrlhf_gpu_budget
 from clusterctl.spec import load_spec
 from clusterctl.spec.models import OpenRLHFWorkload

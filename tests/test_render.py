@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from clusterctl.lint import lint_or_raise
+from clusterctl.lint.engine import lint_or_raise
 from clusterctl.render import render_bundle, write_bundle
 from clusterctl.render.bundle import MANIFEST, SCRIPT
 from clusterctl.render.plan import build_plan, hydra_value

@@ -11,7 +11,7 @@ import click
 @click.option("--json", "as_json", is_flag=True, help="Print the rules as JSON.")
 def rules(as_json: bool) -> None:
     """List the lint rules that validate and render run."""
-    from clusterctl.lint import RULES
+    from clusterctl.lint.engine import RULES
     from clusterctl.lint.frameworks import FIDELITY_RULES
 
     every = [*RULES.values(), *FIDELITY_RULES]

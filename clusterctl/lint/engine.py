@@ -1,0 +1,52 @@
+"""Run the lint rules over a loaded spec: errors block rendering unless allowed by id."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from clusterctl.errors import Problem, SpecError
+from clusterctl.lint import rules as _rules  # noqa: F401  (registers the rules)
+from clusterctl.lint.registry import RULES, Finding, Rule, run_rules
+from clusterctl.spec.loader import LoadedSpec, format_path
+
+__all__ = ["RULES", "Finding", "Rule", "lint", "lint_or_raise"]
+
+
+def lint(loaded: LoadedSpec) -> list[Finding]:
+    """Every finding for the spec, framework fidelity checks included."""
+    from clusterctl.lint.frameworks import fidelity_findings
+
+    return [*run_rules(loaded.spec), *fidelity_findings(loaded.spec)]
+
+
+def _problem(loaded: LoadedSpec, finding: Finding) -> Problem:
+    message = f"[{finding.rule.id}] {finding.message}; fix: {finding.rule.fix}"
+    return Problem(format_path(finding.path), message, loaded.source, loaded.line_of(finding.path))
+
+
+def lint_or_raise(loaded: LoadedSpec, allowed: Iterable[str] = ()) -> list[Problem]:
+    """Raise SpecError for every error-level finding not allowed; return the warnings."""
+    allow = set(loaded.spec.lint.allow) | set(allowed)
+    unknown = sorted(allow - set(RULES))
+    if unknown:
+        raise SpecError(
+            [
+                Problem(
+                    "lint.allow",
+                    f"unknown rule id {u!r} (see clusterctl rules)",
+                    loaded.source,
+                    loaded.line_of(("lint", "allow")),
+                )
+                for u in unknown
+            ]
+        )
+    errors, warnings = [], []
+    for finding in lint(loaded):
+        problem = _problem(loaded, finding)
+        if finding.rule.severity == "error" and finding.rule.id not in allow:
+            errors.append(problem)
+        else:
+            warnings.append(problem)
+    if errors:
+        raise SpecError(errors)
+    return warnings
