@@ -1,0 +1,150 @@
+"""The generated script's own functions, run in a real bash on captured command output."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from clusterctl.render import render_bundle
+from clusterctl.spec import load_spec
+from tests.conftest import ROOT
+
+IP = ROOT / "tests" / "fixtures" / "ip"
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """job.sbatch without its last line (the call of cc_main): settings plus functions."""
+    script = render_bundle(load_spec(ROOT / "examples" / "cpu-dev-cluster.yaml").spec).script
+    body, last = script.rstrip("\n").rsplit("\n", 1)
+    assert last == 'cc_main "$@"'
+    path = tmp_path_factory.mktemp("lib") / "lib.sh"
+    path.write_text(body + "\n")
+    return path
+
+
+def bash(library: Path, code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", f'source "$0"\n{code}', str(library)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def address(
+    library: Path, ip_output: Path, ifname: str = "", source: str = "interface", loopback: int = 0
+) -> subprocess.CompletedProcess[str]:
+    return bash(
+        library,
+        f"""
+ip() {{ cat {ip_output}; }}
+CC_NODE=gpu-1 CC_SOCKET_IFNAME='{ifname}' CC_ADDRESS_SOURCE={source} CC_ALLOW_LOOPBACK={loopback}
+cc_node_address""",
+    )
+
+
+@pytest.mark.parametrize(
+    "fixture, ifname, expected",
+    [
+        ("gpu-node.txt", "", "10.124.46.192"),  # skips lo and docker0
+        ("gpu-node.txt", "ib0", "192.168.100.12"),  # the fabric interface when named
+        ("this-host.txt", "", "192.0.2.2"),
+    ],
+)
+def test_node_address_picks_a_reachable_interface(
+    library: Path, fixture: str, ifname: str, expected: str
+) -> None:
+    result = address(library, IP / fixture, ifname)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == expected
+
+
+@pytest.mark.parametrize(
+    "fixture, ifname, cause",
+    [
+        ("no-usable.txt", "", "no usable IPv4 address (set network.socket_ifname)"),
+        ("gpu-node.txt", "docker0", "docker0 is a container bridge"),
+        ("gpu-node.txt", "enp0s20f0u1u6", "169.254.3.1 is link-local"),
+        ("gpu-node.txt", "lo", "127.0.0.1 is loopback"),
+        ("gpu-node.txt", "ib1", "interface ib1 (network.socket_ifname) has no IPv4 address"),
+    ],
+)
+def test_node_address_refuses_unreachable_addresses(
+    library: Path, fixture: str, ifname: str, cause: str
+) -> None:
+    result = address(library, IP / fixture, ifname)
+    assert result.returncode == 1
+    assert result.stderr.startswith("clusterctl: FAIL node=gpu-1 phase=address: ")
+    assert cause in result.stderr
+
+
+def test_loopback_only_when_the_spec_allows_it(library: Path) -> None:
+    result = address(library, IP / "gpu-node.txt", "lo", loopback=1)
+    assert result.returncode == 0 and result.stdout.strip() == "127.0.0.1"
+
+
+def test_node_address_from_slurm(library: Path) -> None:
+    result = bash(
+        library,
+        """
+scontrol() { echo "NodeName=gpu-1 Arch=x86_64 NodeAddr=10.0.3.7 NodeHostName=gpu-1"; }
+CC_NODE=gpu-1 CC_ADDRESS_SOURCE=slurm CC_ALLOW_LOOPBACK=0
+cc_node_address""",
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "10.0.3.7"
+
+
+def test_cause_prefers_the_exception_line(library: Path) -> None:
+    output = (
+        'Traceback (most recent call last):\n  File "x.py", line 3\n'
+        "    raise RuntimeError(error_message)\n"
+        "RuntimeError: Version mismatch: The cluster was started with:\n    Ray: 2.60.0\n"
+    )
+    result = subprocess.run(
+        ["bash", "-c", 'source "$0"; cc_cause "$1"', str(library), output],
+        capture_output=True,
+        text=True,
+    )
+    assert result.stdout == "RuntimeError: Version mismatch: The cluster was started with:"
+
+
+def test_cause_falls_back_to_error_lines_then_the_last_line(library: Path) -> None:
+    def cause(text: str) -> str:
+        return subprocess.run(
+            ["bash", "-c", 'source "$0"; cc_cause "$1"', str(library), text],
+            capture_output=True,
+            text=True,
+        ).stdout
+
+    docker = (
+        "docker: Error response from daemon: error setting rlimit type 7.\n\n"
+        "Run 'docker run --help' for more information\n"
+    )
+    assert cause(docker).startswith("docker: Error response from daemon")
+    assert cause("step one\nstep two\n") == "step two"
+
+
+def test_json_strings_are_escaped(library: Path) -> None:
+    result = subprocess.run(
+        ["bash", "-c", 'source "$0"; cc_json_str "$1"', str(library), 'say "hi"\\ok\tnow'],
+        capture_output=True,
+        text=True,
+    )
+    assert result.stdout == 'say \\"hi\\"\\\\ok now'
+
+
+def test_fail_from_log_reports_the_first_node_failure(library: Path, tmp_path: Path) -> None:
+    log = tmp_path / "nodes.log"
+    log.write_text(
+        "clusterctl: [node1] ray head started\n"
+        "clusterctl: FAIL node=node3 phase=ray-join: cannot reach 10.0.0.1:6379\n"
+        "clusterctl: FAIL node=node2 phase=container: later\n"
+    )
+    result = bash(library, f'CC_LOG_DIR={tmp_path}; cc_fail_from_log {log} "fallback"; echo not')
+    assert result.returncode == 1 and "not" not in result.stdout
+    assert result.stderr.strip() == (
+        "clusterctl: FAIL node=node3 phase=ray-join: cannot reach 10.0.0.1:6379"
+    )
