@@ -241,3 +241,20 @@ def test_stale_container_of_an_earlier_job_is_swept(tmp_path: Path) -> None:
         ["docker", "ps", "-aq", "--filter", f"name={stale}"], capture_output=True, text=True
     )
     assert gone.stdout.strip() == ""
+
+
+def test_container_that_dies_mid_job_fails_it_at_once_naming_the_node(tmp_path: Path) -> None:
+    job, _, _ = sbatch(tmp_path, render(tmp_path, "workload.command=sleep 600"), wait=False)
+    deadline = time.monotonic() + 120
+    timeline = tmp_path / "clusterctl-logs" / f"cpu-smoke-{job.job_id}" / "timeline.jsonl"
+    while '"workload"' not in (timeline.read_text() if timeline.exists() else ""):
+        assert time.monotonic() < deadline, "the workload never started"
+        time.sleep(0.5)
+    killed_at = time.monotonic()
+    subprocess.run(["docker", "kill", f"cc-{job.job_id}-node2"], check=True, capture_output=True)
+    wait_gone(job, 90)
+    assert time.monotonic() - killed_at < 45  # not the workload's 600 s
+    node, phase, cause = job.first_failure()
+    assert (node, phase) == ("node2", "container")
+    assert cause == f"container cc-{job.job_id}-node2 exited while the job was running"
+    assert containers_of(job) == []

@@ -1,0 +1,145 @@
+"""The cluster waiter that runs in the head container: its judgement on captured node lists,
+and the whole program against a real Ray head started here on loopback."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clusterctl.runtime.ray_wait import EXIT_HEAD, EXIT_JOIN, describe, join_problems
+
+# What ray.nodes() returns (fields as Ray 2.60 reports them; values from the dev cluster).
+NODES = [
+    {
+        "NodeName": "node1",
+        "Alive": True,
+        "NodeManagerAddress": "127.0.1.1",
+        "Resources": {"CPU": 2.0, "GPU": 8.0, "memory": 1.0e10},
+    },
+    {
+        "NodeName": "node2",
+        "Alive": True,
+        "NodeManagerAddress": "127.0.1.2",
+        "Resources": {"CPU": 2.0, "GPU": 8.0},
+    },
+    {"NodeName": "node3", "Alive": False, "NodeManagerAddress": "127.0.1.3", "Resources": {}},
+]
+
+
+def test_complete_cluster_has_no_problem() -> None:
+    seen = describe([n for n in NODES if n["Alive"]])
+    assert join_problems(seen, ["node1", "node2"], cpus=2, gpus=8) == []
+
+
+def test_missing_foreign_and_short_nodes_are_named() -> None:
+    seen = describe([n for n in NODES if n["Alive"]])
+    seen["stranger"] = {"CPU": 2.0, "GPU": 8.0}
+    seen["node2"]["GPU"] = 4.0
+    problems = join_problems(seen, ["node1", "node2", "node3"], cpus=None, gpus=8)
+    assert problems == [
+        "node=node3 has not joined",
+        "node=stranger joined but is not part of this job",
+        "node=node2 offers 4 GPUs, expected 8",
+    ]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Ray head on 127.0.0.2 (Ray rewrites 127.0.0.1 to the host's external address)."""
+    pytest.importorskip("ray", reason="ray[default] is a test dependency: pip install .[test]")
+    temp = tmp_path_factory.mktemp("ray")
+    port = free_port()
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    subprocess.run(
+        [
+            "ray",
+            "start",
+            "--head",
+            "--node-ip-address=127.0.0.2",
+            f"--port={port}",
+            "--node-name=head1",
+            "--num-cpus=1",
+            "--num-gpus=0",
+            "--include-dashboard=false",
+            f"--temp-dir={temp}",
+            "--disable-usage-stats",
+        ],
+        check=True,
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
+    try:
+        yield f"127.0.0.2:{port}"
+    finally:
+        subprocess.run(["ray", "stop", "--force"], capture_output=True, timeout=60)
+
+
+def waiter(*args: str) -> subprocess.CompletedProcess[str]:
+    path = Path(__file__).resolve().parent.parent / "clusterctl" / "runtime" / "ray_wait.py"
+    return subprocess.run(
+        [sys.executable, str(path), *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_waiter_reports_ready_on_a_real_cluster(ray_head: str) -> None:
+    result = waiter(
+        "--address",
+        ray_head,
+        "--head-ip",
+        "127.0.0.2",
+        "--nodes",
+        "head1",
+        "--cpus-per-node",
+        "1",
+        "--join-deadline",
+        "30",
+        "--selftest",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "CLUSTERCTL_PHASE ray-joined" in result.stdout
+    assert "selftest: 1 nodes ran tasks" in result.stdout
+    assert 'CLUSTERCTL_RESULT {"nodes": {"head1": {"CPU": 1.0, "GPU": 0.0}}' in result.stdout
+
+
+def test_waiter_names_the_node_that_never_joined(ray_head: str) -> None:
+    result = waiter(
+        "--address",
+        ray_head,
+        "--head-ip",
+        "127.0.0.2",
+        "--nodes",
+        "head1,node7",
+        "--join-deadline",
+        "3",
+    )
+    assert result.returncode == EXIT_JOIN
+    assert "clusterctl: FAIL node=node7 has not joined phase=ray-join" in result.stdout
+
+
+def test_waiter_gives_up_on_a_head_that_never_answers() -> None:
+    pytest.importorskip("ray")
+    result = waiter(
+        "--address",
+        f"127.0.0.2:{free_port()}",
+        "--head-ip",
+        "127.0.0.2",
+        "--nodes",
+        "head1",
+        "--start-deadline",
+        "3",
+    )
+    assert result.returncode == EXIT_HEAD
+    assert "clusterctl: FAIL node=head phase=ray-head: GCS at 127.0.0.2:" in result.stdout
