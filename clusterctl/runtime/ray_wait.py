@@ -33,8 +33,25 @@ def result(status: str, **fields: Any) -> None:
     )
 
 
+def port_open(address: str, deadline: float) -> bool:
+    """Poll until the GCS port accepts TCP: ray.init on a dead address blocks for minutes."""
+    import socket
+
+    host, _, port = address.rpartition(":")
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, int(port)), timeout=1):
+                return True
+        except OSError:
+            time.sleep(0.2)
+    return False
+
+
 def connect(ray: Any, address: str, deadline: float) -> bool:
-    last = ""
+    last = "nothing listens on the port"
+    if not port_open(address, deadline):
+        say(f"FAIL node=head phase=ray-head: GCS at {address} did not answer: {last}")
+        return False
     while time.monotonic() < deadline:
         try:
             ray.init(address=address, logging_level="ERROR", log_to_driver=False)
