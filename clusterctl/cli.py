@@ -50,6 +50,16 @@ def set_option(func: F) -> F:
     )(func)
 
 
+def out_option(func: F) -> F:
+    return click.option(
+        "-o",
+        "--out",
+        "out_dir",
+        type=click.Path(file_okay=False),
+        help="Bundle directory (default: ./<job_name>.bundle).",
+    )(func)
+
+
 def allow_option(func: F) -> F:
     return click.option(
         "--allow",
@@ -98,13 +108,7 @@ def validate(spec: str, assignments: tuple[str, ...], allowed: tuple[str, ...]) 
 
 @main.command()
 @click.argument("spec", type=click.Path(dir_okay=False))
-@click.option(
-    "-o",
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False),
-    help="Bundle directory (default: ./<job_name>.bundle).",
-)
+@out_option
 @click.option("--stdout", "to_stdout", is_flag=True, help="Print job.sbatch instead of writing.")
 @set_option
 @allow_option
@@ -130,13 +134,7 @@ def render(
 
 @main.command()
 @click.argument("spec", type=click.Path(dir_okay=False))
-@click.option(
-    "-o",
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False),
-    help="Bundle directory (default: ./<job_name>.bundle).",
-)
+@out_option
 @click.option(
     "--dry-run", is_flag=True, help="Print the sbatch command and script; submit nothing."
 )

@@ -13,6 +13,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -337,14 +338,9 @@ def image_ok(image: str = DEV_IMAGE) -> bool:
     return ok(["docker", "image", "inspect", image])
 
 
-def wheelhouse(say: Say) -> Path:
-    """ray[default] and torch wheels for Python 3.11, downloaded once."""
-    wheels = CACHE_DIR / "wheels"
-    stamp = wheels / f".complete-ray{RAY_VERSION}-torch{TORCH_VERSION}"
-    if stamp.exists():
-        return wheels
-    wheels.mkdir(parents=True, exist_ok=True)
-    say(f"downloading wheels for ray[default]=={RAY_VERSION} and torch=={TORCH_VERSION}")
+def pip_download(dest: Path, *requirements: str, deps: bool = True) -> None:
+    """Wheels for the image's Python (3.11), fetched on the host: pip inside a build cannot
+    reach an index here, and on air-gapped clusters nowhere can."""
     run(
         [
             "python3",
@@ -353,15 +349,42 @@ def wheelhouse(say: Say) -> Path:
             "download",
             "-q",
             "-d",
-            str(wheels),
+            str(dest),
             "--python-version",
             "3.11",
             "--only-binary=:all:",
-            f"ray[default]=={RAY_VERSION}",
-            f"torch=={TORCH_VERSION}",
+            *([] if deps else ["--no-deps"]),
+            *requirements,
         ],
         timeout=1800,
     )
+
+
+def build_offline(dockerfile: str, wheels: list[Path], env: dict[str, str] | None = None) -> None:
+    """docker build DEV_IMAGE from a context holding only the Dockerfile and the wheels."""
+    context = Path(tempfile.mkdtemp(prefix="build-", dir=STATE_DIR))
+    try:
+        (context / "wheels").mkdir()
+        for wheel in wheels:
+            try:
+                os.link(wheel, context / "wheels" / wheel.name)  # same file system: no copy
+            except OSError:
+                shutil.copy2(wheel, context / "wheels" / wheel.name)
+        (context / "Dockerfile").write_text(dockerfile)
+        run(["docker", "build", "-q", "-t", DEV_IMAGE, str(context)], timeout=1800, env=env)
+    finally:
+        shutil.rmtree(context, ignore_errors=True)
+
+
+def wheelhouse(say: Say) -> Path:
+    """ray[default] and torch wheels for Python 3.11, downloaded once."""
+    wheels = CACHE_DIR / "wheels"
+    stamp = wheels / f".complete-ray{RAY_VERSION}-torch{TORCH_VERSION}"
+    if stamp.exists():
+        return wheels
+    wheels.mkdir(parents=True, exist_ok=True)
+    say(f"downloading wheels for ray[default]=={RAY_VERSION} and torch=={TORCH_VERSION}")
+    pip_download(wheels, f"ray[default]=={RAY_VERSION}", f"torch=={TORCH_VERSION}")
     stamp.touch()
     return wheels
 
@@ -419,18 +442,8 @@ def build_image(say: Say, force: bool = False) -> None:
         return
     base_image(say)
     wheels = wheelhouse(say)
-    context = STATE_DIR / "build"
-    shutil.rmtree(context, ignore_errors=True)
-    (context / "wheels").mkdir(parents=True)
-    for wheel in wheels.glob("*.whl"):
-        try:
-            os.link(wheel, context / "wheels" / wheel.name)  # same file system: no copy
-        except OSError:
-            shutil.copy2(wheel, context / "wheels" / wheel.name)
-    (context / "Dockerfile").write_text(dev_image_dockerfile())
     say(f"building {DEV_IMAGE} offline from the wheelhouse")
-    run(["docker", "build", "-q", "-t", DEV_IMAGE, str(context)], timeout=1800)
-    shutil.rmtree(context, ignore_errors=True)
+    build_offline(dev_image_dockerfile(), sorted(wheels.glob("*.whl")))
 
 
 # ---- a node with its own Docker engine -------------------------------------------------------
@@ -500,37 +513,14 @@ def build_ray_variant_image(docker_host: str, ray_version: str, say: Say) -> Non
         save.wait()
     wheels = CACHE_DIR / "wheels"
     say(f"downloading ray=={ray_version}")
-    run(
-        [
-            "python3",
-            "-m",
-            "pip",
-            "download",
-            "-q",
-            "--no-deps",
-            "-d",
-            str(wheels),
-            "--python-version",
-            "3.11",
-            "--only-binary=:all:",
-            f"ray=={ray_version}",
-        ],
-        timeout=1800,
-    )
-    context = STATE_DIR / f"build-ray{ray_version}"
-    shutil.rmtree(context, ignore_errors=True)
-    (context / "wheels").mkdir(parents=True)
-    for wheel in wheels.glob("*.whl"):
-        if wheel.name.startswith("ray-") and f"-{ray_version}-" not in wheel.name:
-            continue
-        try:
-            os.link(wheel, context / "wheels" / wheel.name)
-        except OSError:
-            shutil.copy2(wheel, context / "wheels" / wheel.name)
-    (context / "Dockerfile").write_text(dev_image_dockerfile(ray_version))
+    pip_download(wheels, f"ray=={ray_version}", deps=False)
+    chosen = [
+        w
+        for w in sorted(wheels.glob("*.whl"))
+        if not w.name.startswith("ray-") or f"-{ray_version}-" in w.name
+    ]
     say(f"building {DEV_IMAGE} with Ray {ray_version} on {docker_host}")
-    run(["docker", "build", "-q", "-t", DEV_IMAGE, str(context)], timeout=1800, env=env)
-    shutil.rmtree(context, ignore_errors=True)
+    build_offline(dev_image_dockerfile(ray_version), chosen, env)
 
 
 # ---- the commands ---------------------------------------------------------------------------

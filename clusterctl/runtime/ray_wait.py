@@ -147,11 +147,15 @@ def selftest(
                 backend, init_method=f"tcp://{master}:{port}", rank=rank, world_size=world
             )
             try:
-                tensor = torch.ones(numel, dtype=torch.float32)
+                # nccl (RCCL on ROCm) needs device memory; the actor holds one GPU then.
+                device = "cuda" if backend == "nccl" else "cpu"
+                tensor = torch.ones(numel, dtype=torch.float32, device=device)
                 dist.all_reduce(tensor)  # warm-up, and the correctness check below
                 ok = bool(torch.all(tensor == world))
                 start = time.perf_counter()
                 dist.all_reduce(tensor)
+                if device == "cuda":
+                    torch.cuda.synchronize()
                 seconds = time.perf_counter() - start
             finally:
                 dist.destroy_process_group()
@@ -159,7 +163,8 @@ def selftest(
 
     probes = {
         name: Probe.options(  # type: ignore[attr-defined]
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=by_name[name], soft=False)
+            num_gpus=1 if backend == "nccl" else 0,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=by_name[name], soft=False),
         ).remote()
         for name in expected
     }

@@ -101,6 +101,14 @@ def wait_gone(job: Job, seconds: float) -> None:
         time.sleep(0.25)
 
 
+def wait_for_phase(job: Job, phase: str, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    timeline = job.workdir / "clusterctl-logs" / f"cpu-smoke-{job.job_id}" / "timeline.jsonl"
+    while f'"{phase}"' not in (timeline.read_text() if timeline.exists() else ""):
+        assert time.monotonic() < deadline, f"phase {phase} never started"
+        time.sleep(0.5)
+
+
 @pytest.fixture
 def node3_engine() -> Iterator[str]:
     """node3 routed to a Docker engine of its own, without the job's image."""
@@ -188,7 +196,7 @@ def test_worker_that_cannot_join_fails_the_job_naming_it(tmp_path: Path, node3_e
 
 def test_failing_workload_fails_the_job_with_its_status(tmp_path: Path) -> None:
     job, rc, _ = sbatch(tmp_path, render(tmp_path, "workload.command=echo doomed; exit 3"))
-    assert rc == 1, job.log
+    assert rc == 3, job.log  # the job's exit status is the workload's
     node, phase, cause = job.first_failure()
     assert (node, phase) == ("node1", "workload")
     assert cause.startswith("the command workload exited with status 3")
@@ -199,16 +207,23 @@ def test_failing_workload_fails_the_job_with_its_status(tmp_path: Path) -> None:
 
 def test_scancel_during_workload_removes_every_container(tmp_path: Path) -> None:
     job, _, _ = sbatch(tmp_path, render(tmp_path, "workload.command=sleep 600"), wait=False)
-    deadline = time.monotonic() + 120
-    timeline = tmp_path / "clusterctl-logs" / f"cpu-smoke-{job.job_id}" / "timeline.jsonl"
-    while '"workload"' not in (timeline.read_text() if timeline.exists() else ""):
-        assert time.monotonic() < deadline, "the workload never started"
-        time.sleep(0.5)
+    wait_for_phase(job, "workload", 120)
     assert len(containers_of(job)) == 3
     subprocess.run(["scancel", job.job_id], check=True)
     wait_gone(job, 60)
     assert containers_of(job) == []
     assert "received SIGTERM" in job.log
+
+
+def test_time_limit_cleans_up_before_slurm_kills(tmp_path: Path) -> None:
+    # --signal=B:TERM@40 with a 1-minute limit: SLURM warns the batch shell 40 s (give or take
+    # its 60 s event resolution) before the limit; the script must clean up on that signal.
+    script = render(tmp_path, "slurm.time=1", "slurm.signal_grace=40", "workload.command=sleep 600")
+    job, rc, elapsed = sbatch(tmp_path, script)
+    assert rc != 0
+    assert "received SIGTERM" in job.log
+    assert elapsed < 150
+    assert containers_of(job) == []
 
 
 def test_stale_container_of_an_earlier_job_is_swept(tmp_path: Path) -> None:
@@ -245,11 +260,7 @@ def test_stale_container_of_an_earlier_job_is_swept(tmp_path: Path) -> None:
 
 def test_container_that_dies_mid_job_fails_it_at_once_naming_the_node(tmp_path: Path) -> None:
     job, _, _ = sbatch(tmp_path, render(tmp_path, "workload.command=sleep 600"), wait=False)
-    deadline = time.monotonic() + 120
-    timeline = tmp_path / "clusterctl-logs" / f"cpu-smoke-{job.job_id}" / "timeline.jsonl"
-    while '"workload"' not in (timeline.read_text() if timeline.exists() else ""):
-        assert time.monotonic() < deadline, "the workload never started"
-        time.sleep(0.5)
+    wait_for_phase(job, "workload", 120)
     killed_at = time.monotonic()
     subprocess.run(["docker", "kill", f"cc-{job.job_id}-node2"], check=True, capture_output=True)
     wait_gone(job, 90)
@@ -258,3 +269,54 @@ def test_container_that_dies_mid_job_fails_it_at_once_naming_the_node(tmp_path: 
     assert (node, phase) == ("node2", "container")
     assert cause == f"container cc-{job.job_id}-node2 exited while the job was running"
     assert containers_of(job) == []
+
+
+def test_openrlhf_path_submits_through_ray_job_submit(tmp_path: Path) -> None:
+    # The OpenRLHF workload path end to end (ray job submit to the head's dashboard, logs
+    # followed, status propagated), with a stdlib module standing in for the trainer: the
+    # image has no OpenRLHF and no GPU, hence the two allowed GPU rules.
+    import yaml
+
+    def bundle(name: str, args: dict[str, object]) -> Path:
+        spec = yaml.safe_load(CPU_EXAMPLE.read_text())
+        spec["workload"] = {"framework": "openrlhf", "entrypoint": "zipfile", "args": args}
+        spec["lint"]["allow"] += ["trainer-needs-gpus", "openrlhf-gpu-budget"]
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(spec))
+        result = run_cli("render", str(path), "-o", str(tmp_path / name))
+        assert result.returncode == 0, result.stderr
+        return tmp_path / name / "job.sbatch"
+
+    job, rc, _ = sbatch(tmp_path, bundle("ok", {"help": True}))
+    assert rc == 0, job.log
+    workload = (job.log_dir / "workload.log").read_text()
+    assert "usage:" in workload and "succeeded" in workload
+    job, rc, _ = sbatch(tmp_path, bundle("bad", {"no-such-flag": True}))
+    assert rc == 1  # ray job submit reports a failed Ray job as 1
+    node, phase, _ = job.first_failure()
+    assert (node, phase) == ("node1", "workload")
+    assert containers_of(job) == []
+
+
+def test_submit_hands_the_rendered_bundle_to_real_sbatch(tmp_path: Path) -> None:
+    result = run_cli(
+        "submit",
+        str(CPU_EXAMPLE),
+        "--wait",
+        "-o",
+        str(tmp_path / "b"),
+        "--set",
+        "container.image=clusterctl/absent:1",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1
+    job_id = result.stdout.strip().split(";")[0]
+    job = Job(job_id, tmp_path)
+    node, phase, cause = job.first_failure()
+    assert phase == "preflight" and node.startswith("node")
+    assert (
+        cause == "image clusterctl/absent:1 is not present on this node and container.pull is never"
+    )
+    assert (tmp_path / "b" / "job.sbatch").read_text() == run_cli(
+        "render", str(CPU_EXAMPLE), "--stdout", "--set", "container.image=clusterctl/absent:1"
+    ).stdout
