@@ -312,9 +312,13 @@ def start_slurm(nodes: int, say: Say) -> None:
         prolog.chmod(0o755)
         SLURM_CONF.write_text(wanted)
     link_system_conf(say)
-    if not _pids(f"slurmctld -f {SLURM_CONF}"):
+    fresh = not _pids(f"slurmctld -f {SLURM_CONF}")
+    if fresh:
         say("starting slurmctld")
         run(["slurmctld", "-f", str(SLURM_CONF)], timeout=30)
+        # Jobs saved by a slurmctld that died with an earlier session have no processes left.
+        wait_until(lambda: ok(["scontrol", "ping"]), 30, "slurmctld answering")
+        ok(["scancel", "--full", "-u", "root"])
     names = [f"node{i}" for i in range(1, nodes + 1)]
     for name in names:
         if not _pids(f"slurmd -f {SLURM_CONF} -N {name}$"):
@@ -541,6 +545,9 @@ def up(nodes: int, say: Say, install: bool = True, image: bool = True) -> None:
             + " (or drop --no-install)"
         )
     STATE_DIR.mkdir(parents=True, exist_ok=True)
+    for routed in (STATE_DIR / "node-engines").glob("*"):
+        say(f"{routed.name} back on the shared Docker engine")
+        routed.unlink()
     start_munge(say)
     start_docker(say)
     start_slurm(nodes, say)
