@@ -148,3 +148,22 @@ def test_fail_from_log_reports_the_first_node_failure(library: Path, tmp_path: P
     assert result.stderr.strip() == (
         "clusterctl: FAIL node=node3 phase=ray-join: cannot reach 10.0.0.1:6379"
     )
+
+
+def test_fail_from_log_falls_back_to_srun_naming_the_node(library: Path, tmp_path: Path) -> None:
+    log = tmp_path / "preflight.log"  # captured: the task's own line never reached srun
+    log.write_text(
+        "srun: error: node2: task 1: Exited with exit code 1\n"
+        "srun: launch/slurm: _step_signal: Terminating StepId=81.0\n"
+        "srun: error: node1: task 0: Terminated\n"
+    )
+    result = bash(
+        library,
+        f'CC_LOG_DIR={tmp_path}; CC_PHASE=preflight; cc_fail_from_log {log} "preflight failed"',
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        "clusterctl: FAIL node=node2 phase=preflight: its task "
+        "failed (Exited with exit code 1) before reporting why; "
+        "preflight failed"
+    )

@@ -189,3 +189,8 @@ def test_set_keeps_dotted_keys_inside_free_form_mappings() -> None:
 def test_set_without_equals_is_an_error() -> None:
     found = problems(MINIMAL, "slurm.nodes")
     assert found == ["--set: --set 'slurm.nodes': expected KEY.PATH=VALUE"]
+
+
+def test_slurm_minutes_and_memory_may_be_plain_numbers() -> None:
+    spec = load_spec_text(MINIMAL + "slurm:\n  time: 30\n  mem: 0\n").spec
+    assert (spec.slurm.time, spec.slurm.mem) == ("30", "0")

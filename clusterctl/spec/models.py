@@ -10,7 +10,14 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 
 from clusterctl.spec.presets import INFINIBAND_DEVICE, PRESETS, PresetName
 
@@ -19,9 +26,19 @@ from clusterctl.spec.presets import INFINIBAND_DEVICE, PRESETS, PresetName
 SlurmWord = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.,:+=@%/\[\]-]+$")]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 AbsPath = Annotated[str, StringConstraints(pattern=r"^/[^\x00\n]*$")]
-Size = Annotated[str, StringConstraints(pattern=r"^[0-9]+[kKmMgGtT]?[bB]?$")]
+
+
+def _int_as_text(value: object) -> object:
+    """YAML reads `mem: 0` or `time: 30` as integers; SLURM takes them as text."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+Size = Annotated[
+    str, BeforeValidator(_int_as_text), StringConstraints(pattern=r"^[0-9]+[kKmMgGtT]?[bB]?$")
+]
 SlurmTime = Annotated[
     str,
+    BeforeValidator(_int_as_text),
     StringConstraints(
         pattern=r"^(UNLIMITED|INFINITE|[0-9]+|[0-9]+:[0-9]{2}(:[0-9]{2})?|[0-9]+-[0-9]+(:[0-9]{2}){0,2})$"
     ),
