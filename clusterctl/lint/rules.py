@@ -22,7 +22,6 @@ from clusterctl.spec.presets import PRESETS, RAY_HIP_SWITCH, parse_version
 Findings = Iterator[tuple[FieldPath, str]]
 VERL_TP = "actor_rollout_ref.rollout.tensor_model_parallel_size"
 VERL_MEM = "actor_rollout_ref.rollout.gpu_memory_utilization"
-VISIBILITY = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 
 
 def _vendor(spec: JobSpec) -> str:
@@ -247,7 +246,7 @@ def _openrlhf_generation(spec: JobSpec) -> Findings:
 )
 def _amd_visibility(spec: JobSpec) -> Findings:
     env = _env(spec)
-    present = [name for name in VISIBILITY if name in env]
+    present = [name for name in PRESETS[spec.hardware.preset].visibility_vars if name in env]
     if _vendor(spec) == "amd" and len(present) > 1:
         path = env[present[-1]][0]
         yield path, f"{' and '.join(present)} set together (seed guide: HIP_ERROR_INVALID_VALUE)"

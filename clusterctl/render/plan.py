@@ -7,7 +7,7 @@ only arrange these values and quote each one with the ``q`` filter.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from clusterctl.spec.models import (
     CommandWorkload,
@@ -18,8 +18,6 @@ from clusterctl.spec.models import (
     VerlWorkload,
 )
 from clusterctl.spec.presets import PRESETS, parse_version
-
-CONTAINER_LABEL = "clusterctl.job"
 
 
 @dataclass(frozen=True)
@@ -42,7 +40,6 @@ class JobPlan:
     job_submit_args: list[str] | None
     port_checks_head: list[int]
     port_checks_all: list[int]
-    extra: dict[str, object] = field(default_factory=dict)
 
 
 def sbatch_directives(spec: JobSpec) -> list[str]:
