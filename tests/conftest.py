@@ -11,6 +11,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 
+# sbatch, squeue and scancel in the tests talk to the dev cluster even where
+# /etc/slurm/slurm.conf belongs to something else.
+_DEV_CONF = Path(os.environ.get("CLUSTERCTL_DEV_DIR", "/var/tmp/clusterctl-dev")) / "slurm.conf"
+if _DEV_CONF.exists():
+    os.environ.setdefault("SLURM_CONF", str(_DEV_CONF))
+
 
 def run_cli(
     *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, input: str | None = None

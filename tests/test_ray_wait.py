@@ -87,8 +87,9 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         subprocess.run(["ray", "stop", "--force"], capture_output=True, timeout=60)
 
 
-def waiter(*args: str) -> subprocess.CompletedProcess[str]:
+def waiter(address: str, nodes: str, *extra: str) -> subprocess.CompletedProcess[str]:
     path = Path(__file__).resolve().parent.parent / "clusterctl" / "runtime" / "ray_wait.py"
+    args = ["--address", address, "--head-ip", "127.0.0.2", "--nodes", nodes, *extra]
     return subprocess.run(
         [sys.executable, str(path), *args], capture_output=True, text=True, timeout=120
     )
@@ -96,17 +97,7 @@ def waiter(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_waiter_reports_ready_on_a_real_cluster(ray_head: str) -> None:
     result = waiter(
-        "--address",
-        ray_head,
-        "--head-ip",
-        "127.0.0.2",
-        "--nodes",
-        "head1",
-        "--cpus-per-node",
-        "1",
-        "--join-deadline",
-        "30",
-        "--selftest",
+        ray_head, "head1", "--cpus-per-node", "1", "--join-deadline", "30", "--selftest"
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "CLUSTERCTL_PHASE ray-joined" in result.stdout
@@ -115,31 +106,13 @@ def test_waiter_reports_ready_on_a_real_cluster(ray_head: str) -> None:
 
 
 def test_waiter_names_the_node_that_never_joined(ray_head: str) -> None:
-    result = waiter(
-        "--address",
-        ray_head,
-        "--head-ip",
-        "127.0.0.2",
-        "--nodes",
-        "head1,node7",
-        "--join-deadline",
-        "3",
-    )
+    result = waiter(ray_head, "head1,node7", "--join-deadline", "3")
     assert result.returncode == EXIT_JOIN
     assert "clusterctl: FAIL node=node7 has not joined phase=ray-join" in result.stdout
 
 
 def test_waiter_gives_up_on_a_head_that_never_answers() -> None:
     pytest.importorskip("ray")
-    result = waiter(
-        "--address",
-        f"127.0.0.2:{free_port()}",
-        "--head-ip",
-        "127.0.0.2",
-        "--nodes",
-        "head1",
-        "--start-deadline",
-        "3",
-    )
+    result = waiter(f"127.0.0.2:{free_port()}", "head1", "--start-deadline", "3")
     assert result.returncode == EXIT_HEAD
     assert "clusterctl: FAIL node=head phase=ray-head: GCS at 127.0.0.2:" in result.stdout
