@@ -4,9 +4,11 @@ and the whole program against a real Ray head started here on loopback."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -57,16 +59,21 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real Ray head on 127.0.0.2 (Ray rewrites 127.0.0.1 to the host's external address)."""
+    """A real Ray head on 127.0.0.2 (Ray rewrites 127.0.0.1 to the host's external address).
+
+    It runs with --block in a session of its own, so the teardown stops exactly its processes
+    (`ray stop` would also kill the Ray processes of dev-cluster containers on this host).
+    """
     pytest.importorskip("ray", reason="ray[default] is a test dependency: pip install .[test]")
     temp = tmp_path_factory.mktemp("ray")
     port = free_port()
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    subprocess.run(
+    head = subprocess.Popen(
         [
             "ray",
             "start",
             "--head",
+            "--block",
             "--node-ip-address=127.0.0.2",
             f"--port={port}",
             "--node-name=head1",
@@ -76,15 +83,28 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             f"--temp-dir={temp}",
             "--disable-usage-stats",
         ],
-        check=True,
-        capture_output=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         env=env,
-        timeout=120,
+        start_new_session=True,
     )
     try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                socket.create_connection(("127.0.0.2", port), timeout=1).close()
+                break
+            except OSError:
+                assert head.poll() is None, "ray start --head exited"
+                assert time.monotonic() < deadline, "the Ray head did not open its port"
+                time.sleep(0.2)
         yield f"127.0.0.2:{port}"
     finally:
-        subprocess.run(["ray", "stop", "--force"], capture_output=True, timeout=60)
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
 
 
 def waiter(address: str, nodes: str, *extra: str) -> subprocess.CompletedProcess[str]:
