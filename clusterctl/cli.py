@@ -162,7 +162,7 @@ def submit(
             click.echo(bundle.script, nl=False)
             return
         write_bundle(bundle, target)
-        sys.exit(submit_bundle(target, wait))
+        sys.exit(submit_bundle(target, wait, click.echo))
 
 
 @main.command()

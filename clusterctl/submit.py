@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from clusterctl.errors import UsageError
@@ -14,8 +15,16 @@ def sbatch_command(bundle_dir: Path, wait: bool) -> list[str]:
     return ["sbatch", "--parsable", *(["--wait"] if wait else []), str(bundle_dir / SCRIPT)]
 
 
-def submit_bundle(bundle_dir: Path, wait: bool) -> int:
-    """Run sbatch on the bundle's script; returns sbatch's exit status."""
+def submit_bundle(bundle_dir: Path, wait: bool, say: Callable[[str], None]) -> int:
+    """Run sbatch on the bundle's script; returns sbatch's exit status (the job's with wait)."""
     if shutil.which("sbatch") is None:
         raise UsageError("sbatch not found: submit from a SLURM login node (or use render)")
-    return subprocess.run(sbatch_command(bundle_dir, wait), check=False).returncode
+    proc = subprocess.Popen(sbatch_command(bundle_dir, wait), stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    job_id = proc.stdout.readline().strip().split(";")[0]  # --parsable: "id[;cluster]"
+    if job_id:
+        say(f"submitted job {job_id} ({bundle_dir / SCRIPT})")
+    status = proc.wait()
+    if wait and job_id:
+        say(f"job {job_id} {'succeeded' if status == 0 else f'failed with status {status}'}")
+    return status

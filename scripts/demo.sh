@@ -8,4 +8,6 @@ clusterctl dev-cluster up --nodes 4
 mkdir -p demo-run
 cd demo-run
 clusterctl submit ../examples/cpu-dev-cluster.yaml --wait
-echo "demo: job finished; its logs are in demo-run/clusterctl-logs/"
+echo "demo: the workload's output:"
+cat "$(ls -td clusterctl-logs/*/ | head -1)workload.log"
+echo "demo: every log of the job is in demo-run/$(ls -td clusterctl-logs/*/ | head -1)"

@@ -528,7 +528,10 @@ def _loopback(spec: JobSpec) -> Findings:
     net = spec.network
     if spec.slurm.nodes > 1 and (net.allow_loopback or net.socket_ifname == "lo"):
         field = "allow_loopback" if net.allow_loopback else "socket_ifname"
-        yield ("network", field), f"{spec.slurm.nodes} nodes would reach the head on 127.0.0.1"
+        yield (
+            ("network", field),
+            f"{spec.slurm.nodes} nodes would reach the head on a loopback address",
+        )
 
 
 # ---- secrets --------------------------------------------------------------------------------

@@ -310,7 +310,10 @@ def test_submit_hands_the_rendered_bundle_to_real_sbatch(tmp_path: Path) -> None
         cwd=tmp_path,
     )
     assert result.returncode == 1
-    job_id = result.stdout.strip().split(";")[0]
+    match = re.search(r"^submitted job (\d+) ", result.stdout, re.M)
+    assert match, result.stdout
+    job_id = match.group(1)
+    assert f"job {job_id} failed with status 1" in result.stdout
     job = Job(job_id, tmp_path)
     node, phase, cause = job.first_failure()
     assert phase == "preflight" and node.startswith("node")
