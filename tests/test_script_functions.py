@@ -167,3 +167,21 @@ def test_fail_from_log_falls_back_to_srun_naming_the_node(library: Path, tmp_pat
         "failed (Exited with exit code 1) before reporting why; "
         "preflight failed"
     )
+
+
+@pytest.mark.parametrize(
+    "num_cpus, slurm, expected",
+    [
+        ("", "1(x3)", "1"),  # captured from the dev cluster
+        ("", "96", "96"),
+        ("", "96,64(x2)", ""),  # nodes differ: no per-node check
+        ("12", "96(x2)", "12"),  # ray.num_cpus wins
+    ],
+)
+def test_expected_cpus_follow_slurm_or_the_spec(
+    library: Path, num_cpus: str, slurm: str, expected: str
+) -> None:
+    result = bash(
+        library, f"CC_RAY_NUM_CPUS='{num_cpus}' SLURM_JOB_CPUS_PER_NODE='{slurm}' cc_expected_cpus"
+    )
+    assert result.returncode == 0 and result.stdout.strip() == expected

@@ -128,6 +128,9 @@ def test_three_node_job_completes_and_workload_sees_three_nodes(tmp_path: Path) 
     assert rc == 0, job.log
     assert "workload sees 3 ray nodes: ['node1', 'node2', 'node3']" in job.log
     assert "selftest: 3 nodes ran tasks; gloo all-reduce" in job.log
+    # every node offers the CPUs SLURM gave it (1 per node here), checked at join time
+    result = json.loads(job.log.split("CLUSTERCTL_RESULT ", 1)[1].splitlines()[0])
+    assert result["nodes"] == {f"node{i}": {"CPU": 1.0, "GPU": 0.0} for i in (1, 2, 3)}
     phases = [e["phase"] for e in job.timeline()]
     assert phases == [
         "setup",
