@@ -264,14 +264,6 @@ def node_states() -> dict[str, str]:
     return states
 
 
-def slurmctld_ok() -> bool:
-    return (
-        ok(["scontrol", "ping"], timeout=10) and bool(node_states())
-        if SLURM_CONF.exists()
-        else False
-    )
-
-
 def _pids(pattern: str) -> list[int]:
     out = run(["pgrep", "-f", pattern], check=False)
     return [int(p) for p in out.stdout.split()]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clusterctl.spec.models import JobSpec, OpenRLHFWorkload, OverrideValue, VerlWorkload
+from clusterctl.spec.models import OpenRLHFWorkload, OverrideValue, VerlWorkload
 
 # canonical -> (flat name, dotted name)
 OPENRLHF_FLAGS: dict[str, tuple[str, str]] = {
@@ -97,11 +97,6 @@ def as_float(value: OverrideValue) -> float | None:
 
 def truthy(value: OverrideValue) -> bool:
     return value is True or (isinstance(value, str) and value.lower() in ("true", "1", "yes"))
-
-
-def workload_of(spec: JobSpec) -> VerlWorkload | OpenRLHFWorkload | None:
-    wl = spec.workload
-    return wl if isinstance(wl, (VerlWorkload, OpenRLHFWorkload)) else None
 
 
 def openrlhf_gpu_budget(wl: OpenRLHFWorkload) -> tuple[int, list[str]]:
