@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import save_results
 from clusterctl.devcluster.cluster import DEV_IMAGE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -176,9 +177,7 @@ def main() -> None:
             median = statistics.median(r[0] for r in samples)
             joined = ", ".join(f"{int(r[1])}/{nodes}" for r in samples)
             print(f"| {nodes} | {variant} | {median:.1f} | {median / floor:.2f} | {joined} |")
-    out = ROOT / "benchmarks" / "results"
-    out.mkdir(exist_ok=True)
-    (out / "bringup.json").write_text(json.dumps(results, indent=2) + "\n")
+    save_results("bringup", results)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,13 @@ start (`python3 -c pass`), so the ratio says what clusterctl itself adds on a no
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from benchmarks import save_results
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "verl-gsm8k-mi300x.yaml"
@@ -77,9 +78,7 @@ def main() -> None:
     print("|---|---|---|")
     for name, seconds in results.items():
         print(f"| {name} | {seconds:.3f} | {seconds / python:.1f} |")
-    out = ROOT / "benchmarks" / "results"
-    out.mkdir(exist_ok=True)
-    (out / "startup.json").write_text(json.dumps(results, indent=2) + "\n")
+    save_results("startup", results)
 
 
 if __name__ == "__main__":
