@@ -131,3 +131,17 @@ def test_rules_lists_every_rule_with_fix_and_source() -> None:
     for rule in rules:
         assert rule["fix"] and rule["source"] and rule["severity"] in ("error", "warning")
     assert len({r["id"] for r in rules}) == len(rules)
+
+
+def test_a_ten_line_cpu_spec_validates_and_renders(tmp_path: Path) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "slurm:\n  nodes: 2\ncontainer:\n  image: clusterctl/dev:latest\n"
+        "network:\n  socket_ifname: eth0\nworkload:\n  framework: command\n"
+        "  command: python3 train.py\n"
+    )
+    result = run_cli("render", str(spec), "-o", str(tmp_path / "b"))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""  # no warning either
+    script = (tmp_path / "b" / "job.sbatch").read_text()
+    assert "#SBATCH --nodes=2" in script and "CC_WORKLOAD=(\n  'bash'\n  '-c'\n" in script
