@@ -13,8 +13,10 @@ from clusterctl.lint.workload import (
     as_int,
     openrlhf,
     openrlhf_gpu_budget,
+    role_shape,
     truthy,
     verl,
+    vllm_shape,
 )
 from clusterctl.spec.models import JobSpec, OpenRLHFWorkload, VerlWorkload, looks_like_secret
 from clusterctl.spec.presets import PRESETS, RAY_HIP_SWITCH, parse_version
@@ -38,6 +40,10 @@ def _env(spec: JobSpec) -> dict[str, tuple[FieldPath, str]]:
     return out
 
 
+def _allocated_gpus(spec: JobSpec) -> int:
+    return spec.slurm.nodes * (spec.slurm.gpus_per_node or 0)
+
+
 def _ray(spec: JobSpec) -> tuple[int, ...]:
     return parse_version(spec.versions.ray) or (0,)
 
@@ -56,7 +62,7 @@ def _openrlhf_budget(spec: JobSpec) -> Findings:
     wl = spec.workload
     if isinstance(wl, OpenRLHFWorkload):
         need, parts = openrlhf_gpu_budget(wl)
-        have = spec.slurm.nodes * (spec.slurm.gpus_per_node or 0)
+        have = _allocated_gpus(spec)
         if need > have:
             yield (
                 ("workload", "args"),
@@ -79,7 +85,7 @@ def _openrlhf_idle(spec: JobSpec) -> Findings:
     wl = spec.workload
     if isinstance(wl, OpenRLHFWorkload):
         need, parts = openrlhf_gpu_budget(wl)
-        have = spec.slurm.nodes * (spec.slurm.gpus_per_node or 0)
+        have = _allocated_gpus(spec)
         if 0 < need < have:
             yield (
                 ("workload", "args"),
@@ -102,14 +108,7 @@ def _openrlhf_colocation(spec: JobSpec) -> Findings:
     for flag, a, b in pairs:
         setting = openrlhf(wl, flag)
         if truthy(setting.value):
-            size_a = (
-                as_int(openrlhf(wl, f"{a}_nodes").value, 1),
-                as_int(openrlhf(wl, f"{a}_gpus").value, 8),
-            )
-            size_b = (
-                as_int(openrlhf(wl, f"{b}_nodes").value, 1),
-                as_int(openrlhf(wl, f"{b}_gpus").value, 8),
-            )
+            size_a, size_b = role_shape(wl, a), role_shape(wl, b)
             if size_a != size_b:
                 yield (
                     setting.path("args"),
@@ -120,11 +119,10 @@ def _openrlhf_colocation(spec: JobSpec) -> Findings:
                 )
     colocate_all = openrlhf(wl, "colocate_all")
     if truthy(colocate_all.value) and not truthy(openrlhf(wl, "async_train").value):
-        actor = as_int(openrlhf(wl, "actor_nodes").value, 1) * as_int(
-            openrlhf(wl, "actor_gpus").value, 8
-        )
-        engines = as_int(openrlhf(wl, "vllm_engines").value, 0)
-        vllm = engines * as_int(openrlhf(wl, "vllm_tp").value, 1)
+        nodes, gpus = role_shape(wl, "actor")
+        actor = nodes * gpus
+        engines, tp = vllm_shape(wl)
+        vllm = engines * tp
         if engines and actor != vllm:
             yield (
                 colocate_all.path("args"),
@@ -404,7 +402,7 @@ def _rocm_sync(spec: JobSpec) -> Findings:
     wl = spec.workload
     if _vendor(spec) != "amd" or not isinstance(wl, OpenRLHFWorkload):
         return
-    if as_int(openrlhf(wl, "vllm_engines").value, 0) == 0:
+    if vllm_shape(wl)[0] == 0:
         return
     backend = openrlhf(wl, "sync_backend")
     if str(backend.value) != "nccl" or truthy(openrlhf(wl, "sync_with_ray").value):
@@ -434,7 +432,7 @@ def _gpu_mem(spec: JobSpec) -> Findings:
         setting, section = verl(wl, VERL_MEM), "overrides"
     elif isinstance(wl, OpenRLHFWorkload):
         setting, section = openrlhf(wl, "vllm_mem"), "args"
-        if setting.key is None and as_int(openrlhf(wl, "vllm_engines").value, 0) == 0:
+        if setting.key is None and vllm_shape(wl)[0] == 0:
             return
     else:
         return

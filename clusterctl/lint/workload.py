@@ -99,17 +99,29 @@ def truthy(value: OverrideValue) -> bool:
     return value is True or (isinstance(value, str) and value.lower() in ("true", "1", "yes"))
 
 
+def role_shape(wl: OpenRLHFWorkload, role: str) -> tuple[int, int]:
+    """(nodes, GPUs per node) of an OpenRLHF model role: actor, ref, critic or reward."""
+    return (
+        as_int(openrlhf(wl, f"{role}_nodes").value, 1),
+        as_int(openrlhf(wl, f"{role}_gpus").value, 8),
+    )
+
+
+def vllm_shape(wl: OpenRLHFWorkload) -> tuple[int, int]:
+    """(engines, tensor parallel size) of OpenRLHF's vLLM rollout."""
+    return (as_int(openrlhf(wl, "vllm_engines").value, 0), as_int(openrlhf(wl, "vllm_tp").value, 1))
+
+
 def openrlhf_gpu_budget(wl: OpenRLHFWorkload) -> tuple[int, list[str]]:
     """GPUs an OpenRLHF PPO run places, and how the sum was made (openrlhf/cli/train_ppo_ray.py)."""
 
     def role(name: str) -> int:
-        return as_int(openrlhf(wl, f"{name}_nodes").value, 1) * as_int(
-            openrlhf(wl, f"{name}_gpus").value, 8
-        )
+        nodes, gpus = role_shape(wl, name)
+        return nodes * gpus
 
     actor, ref, critic, reward = role("actor"), role("ref"), role("critic"), role("reward")
-    engines = as_int(openrlhf(wl, "vllm_engines").value, 0)
-    vllm = engines * as_int(openrlhf(wl, "vllm_tp").value, 1)
+    engines, tp = vllm_shape(wl)
+    vllm = engines * tp
     has_ref = (as_float(openrlhf(wl, "init_kl_coef").value) or 0.0) > 0
     # train_ppo_ray.py drops the critic for every advantage estimator but gae.
     has_critic = str(openrlhf(wl, "advantage_estimator").value) == "gae"
@@ -144,5 +156,5 @@ def openrlhf_gpu_budget(wl: OpenRLHFWorkload) -> tuple[int, list[str]]:
             parts.append(f"reward {reward}")
     if vllm:
         total += vllm
-        parts.append(f"vLLM {engines}x{as_int(openrlhf(wl, 'vllm_tp').value, 1)}")
+        parts.append(f"vLLM {engines}x{tp}")
     return total, parts
