@@ -7,37 +7,20 @@ need them, so ``clusterctl --help`` and ``clusterctl validate`` stay fast.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from clusterctl import __version__
-from clusterctl.errors import SpecError, UsageError
+from clusterctl.console import user_errors
+from clusterctl.errors import UsageError
 
 if TYPE_CHECKING:
     from clusterctl.spec.loader import LoadedSpec
 
-EXIT_INVALID = 2
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-@contextmanager
-def user_errors() -> Iterator[None]:
-    """Report spec and usage errors as plain lines and exit 2: no traceback."""
-    try:
-        yield
-    except SpecError as exc:
-        for problem in exc.problems:
-            click.echo(f"error: {problem}", err=True)
-        n = len(exc.problems)
-        click.echo(f"{n} problem{'s' if n != 1 else ''}; nothing was written", err=True)
-        sys.exit(EXIT_INVALID)
-    except UsageError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_INVALID)
 
 
 def set_option(func: F) -> F:

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from clusterctl.errors import UsageError
+from clusterctl.console import user_errors
 
 
 def _say(message: str) -> None:
@@ -36,11 +36,8 @@ def up(nodes: int, install: bool, image: bool) -> None:
     """Start munge, dockerd, slurmctld and N slurmd; build the image. Idempotent."""
     from clusterctl.devcluster import cluster
 
-    try:
+    with user_errors():
         cluster.up(nodes, _say, install=install, image=image)
-    except UsageError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
 
 
 @dev_cluster.command()
@@ -48,11 +45,8 @@ def down() -> None:
     """Cancel jobs, stop SLURM, remove clusterctl containers."""
     from clusterctl.devcluster import cluster
 
-    try:
+    with user_errors():
         cluster.down(_say)
-    except UsageError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
 
 
 @dev_cluster.command()

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import click
 
+from clusterctl.console import user_errors
 from clusterctl.errors import UsageError
 
-EXIT_CLEAN, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
+EXIT_CLEAN, EXIT_FOUND = 0, 1
 
 
 @click.command()
@@ -31,7 +32,7 @@ def doctor(logs: tuple[Path, ...], job_id: str | None, logs_root: Path, as_json:
     """
     from clusterctl.doctor.scan import job_log_files, scan_files
 
-    try:
+    with user_errors():
         if bool(logs) == bool(job_id):
             raise UsageError("give log files or --job ID (one of the two)")
         paths: list[Path] = []
@@ -40,9 +41,6 @@ def doctor(logs: tuple[Path, ...], job_id: str | None, logs_root: Path, as_json:
         if job_id:
             paths = job_log_files(job_id, logs_root)
         hits = scan_files(paths)
-    except UsageError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
     if as_json:
         click.echo(json.dumps([h.as_dict() for h in hits], indent=2))
     elif not hits:
