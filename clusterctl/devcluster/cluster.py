@@ -562,11 +562,12 @@ def down(say: Say) -> None:
 
 
 def status() -> Status:
+    docker = docker_ok()  # asked once: each `docker info` costs a round trip to the daemon
     return Status(
         munge=_munge_roundtrip(),
-        docker=docker_ok(),
-        docker_bridges=docker_bridges() if docker_ok() else [],
+        docker=docker,
+        docker_bridges=docker_bridges() if docker else [],
         slurmctld=bool(_pids(f"slurmctld -f {SLURM_CONF}")),
         nodes=node_states() if SLURM_CONF.exists() else {},
-        image=image_ok() if docker_ok() else False,
+        image=image_ok() if docker else False,
     )
