@@ -48,8 +48,8 @@ class Bundle:
         return self.files[SCRIPT].content
 
 
-def resolved_spec_yaml(spec: JobSpec) -> str:
-    data = spec.model_dump(mode="json")
+def resolved_spec_yaml(data: dict[str, object]) -> str:
+    """The dumped spec as YAML, keys in model order."""
     header = "# The spec with every default filled in, as clusterctl rendered it.\n"
     return header + yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=100)
 
@@ -78,8 +78,9 @@ def selftest_args(spec: JobSpec) -> list[str]:
 
 def render_bundle(spec: JobSpec) -> Bundle:
     """Render every artifact of the spec in memory (nothing is written)."""
-    resolved = resolved_spec_yaml(spec)
-    spec_hash = _sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True))
+    data = spec.model_dump(mode="json")
+    resolved = resolved_spec_yaml(data)
+    spec_hash = _sha256(json.dumps(data, sort_keys=True))
     plan = build_plan(spec)
     bundle = Bundle(spec=spec, plan=plan, spec_hash=spec_hash)
     script = render_template(
