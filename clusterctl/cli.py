@@ -190,9 +190,14 @@ def init(preset: str, framework: str, nodes: int, out_file: str) -> None:
         return
     with user_errors():
         path = Path(out_file)
-        if path.exists():
+        if path.exists() or path.is_symlink():
             raise UsageError(f"{path} exists; not overwriting it")
-        path.write_text(text, encoding="utf-8")
+        try:
+            # O_EXCL: never follows a (dangling) symlink, never truncates what appeared since
+            with path.open("x", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as exc:
+            raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
     click.echo(f"wrote {out_file}")
 
 

@@ -12,7 +12,9 @@ from clusterctl.render.bundle import SCRIPT
 
 
 def sbatch_command(bundle_dir: Path, wait: bool) -> list[str]:
-    return ["sbatch", "--parsable", *(["--wait"] if wait else []), str(bundle_dir / SCRIPT)]
+    """The sbatch call; the script's path is absolute, so it can never read as an option."""
+    script = (bundle_dir / SCRIPT).absolute()
+    return ["sbatch", "--parsable", *(["--wait"] if wait else []), str(script)]
 
 
 def submit_bundle(bundle_dir: Path, wait: bool, say: Callable[[str], None]) -> int:

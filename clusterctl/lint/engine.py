@@ -43,7 +43,8 @@ def lint_or_raise(loaded: LoadedSpec, allowed: Iterable[str] = ()) -> list[Probl
     errors, warnings = [], []
     for finding in lint(loaded):
         problem = _problem(loaded, finding)
-        if finding.rule.severity == "error" and finding.rule.id not in allow:
+        allowed_here = finding.rule.allowable and finding.rule.id in allow
+        if finding.rule.severity == "error" and not allowed_here:
             errors.append(problem)
         else:
             warnings.append(problem)

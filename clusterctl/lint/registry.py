@@ -23,6 +23,7 @@ class Rule:
     fix: str
     source: str
     check: Check
+    allowable: bool = True  # False: no --allow or lint.allow can let it pass
 
 
 @dataclass(frozen=True)
@@ -36,14 +37,14 @@ RULES: dict[str, Rule] = {}
 
 
 def rule(
-    id: str, severity: Severity, summary: str, fix: str, source: str
+    id: str, severity: Severity, summary: str, fix: str, source: str, allowable: bool = True
 ) -> Callable[[Check], Check]:
     """Register a check function as a rule."""
 
     def register(check: Check) -> Check:
         if id in RULES:
             raise ValueError(f"duplicate lint rule id {id}")
-        RULES[id] = Rule(id, severity, summary, fix, source, check)
+        RULES[id] = Rule(id, severity, summary, fix, source, check, allowable)
         return check
 
     return register

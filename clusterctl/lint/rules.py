@@ -18,8 +18,9 @@ from clusterctl.lint.workload import (
     verl,
     vllm_shape,
 )
-from clusterctl.spec.models import JobSpec, OpenRLHFWorkload, VerlWorkload, looks_like_secret
+from clusterctl.spec.models import JobSpec, OpenRLHFWorkload, VerlWorkload
 from clusterctl.spec.presets import PRESETS, RAY_HIP_SWITCH, parse_version
+from clusterctl.spec.secrets import literal_secrets
 
 Findings = Iterator[tuple[FieldPath, str]]
 VERL_TP = "actor_rollout_ref.rollout.tensor_model_parallel_size"
@@ -538,11 +539,11 @@ def _loopback(spec: JobSpec) -> Findings:
 @rule(
     "literal-secret",
     "error",
-    "a secret written into the spec (and so into job.sbatch)",
-    "list its name in container.env_passthrough and export it before sbatch",
+    "a secret written into the spec (and so into job.sbatch, the resolved spec or an argv)",
+    "list its name in container.env_passthrough and export it before sbatch; this rule "
+    "cannot be allowed",
     "research/launch-anchors.md (printenv leaking secrets into logs)",
+    allowable=False,
 )
 def _secret(spec: JobSpec) -> Findings:
-    for name, (path, value) in _env(spec).items():
-        if looks_like_secret(name) and value and not value.startswith("$"):
-            yield path, f"{name} has a literal value"
+    yield from literal_secrets(spec)

@@ -26,12 +26,13 @@ from clusterctl.spec.models import JobSpec
 SCRIPT = "job.sbatch"
 RESOLVED_SPEC = "spec.resolved.yaml"
 MANIFEST = "manifest.json"
+GENERATOR = "clusterctl"  # the manifest's marker: only such directories are ever replaced
 
 
 @dataclass(frozen=True)
 class BundleFile:
     content: str
-    mode: int = 0o644
+    mode: int = 0o666  # written less the umask
 
 
 @dataclass
@@ -92,7 +93,7 @@ def render_bundle(spec: JobSpec) -> Bundle:
         ray_wait_py=ray_wait_source(),
         selftest_args=selftest_args(spec),
     )
-    bundle.files[SCRIPT] = BundleFile(script, 0o755)
+    bundle.files[SCRIPT] = BundleFile(script, 0o777)  # less the umask
     build = spec.container.build
     if build is not None:
         name = f"Dockerfile.{build.dockerfile}"
@@ -101,6 +102,7 @@ def render_bundle(spec: JobSpec) -> Bundle:
         )
     bundle.files[RESOLVED_SPEC] = BundleFile(resolved)
     manifest = {
+        "generator": GENERATOR,
         "clusterctl_version": __version__,
         "spec_sha256": spec_hash,
         "files": {name: _sha256(f.content) for name, f in sorted(bundle.files.items())},
@@ -109,33 +111,89 @@ def render_bundle(spec: JobSpec) -> Bundle:
     return bundle
 
 
+def _current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def is_clusterctl_bundle(directory: Path) -> bool:
+    """True only for a directory clusterctl wrote and nobody changed since: its manifest has
+    clusterctl's marker, lists exactly the files present, and every hash matches."""
+    try:
+        manifest = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
+        present = {p.name for p in directory.iterdir()}
+        listed = manifest["files"]
+        if manifest.get("generator") != GENERATOR or present != {*listed, MANIFEST}:
+            return False
+        return all(
+            (directory / name).is_file()
+            and not (directory / name).is_symlink()
+            and hashlib.sha256((directory / name).read_bytes()).hexdigest() == digest
+            for name, digest in listed.items()
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+
+
+def _refuse_target(target: Path) -> str | None:
+    """Why ``target`` may not receive a bundle, or None."""
+    if target.is_symlink():
+        return f"{target} is a symbolic link; give the real directory"
+    if not target.exists():
+        return None
+    if not target.is_dir():
+        return f"{target} exists and is not a directory"
+    resolved, here = target.resolve(), Path.cwd().resolve()
+    if resolved == here or resolved in here.parents:
+        return f"{target} holds the current directory; choose another -o"
+    if any(target.iterdir()) and not is_clusterctl_bundle(target):
+        return (
+            f"{target} exists and is not an unchanged clusterctl bundle; choose another -o "
+            "(clusterctl replaces only directories it wrote itself)"
+        )
+    return None
+
+
 def write_bundle(bundle: Bundle, out_dir: str | Path) -> Path:
     """Write the bundle to ``out_dir`` atomically: all files appear at once or none do.
 
-    An existing bundle directory (one with a manifest) is replaced; any other non-empty
-    directory is refused rather than overwritten.
+    Only an empty directory or an unchanged bundle that clusterctl wrote is replaced; files
+    get the modes the umask allows. Every failure is a UsageError naming the path.
     """
     target = Path(out_dir)
-    if target.exists() and (
-        not target.is_dir() or (any(target.iterdir()) and not (target / MANIFEST).is_file())
-    ):
-        raise UsageError(f"{target} exists and is not a clusterctl bundle; choose another -o")
+    try:
+        reason = _refuse_target(target)
+        if reason:
+            raise UsageError(reason)
+        _write_atomically(bundle, target.absolute())
+    except OSError as exc:
+        raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from None
+    return target
+
+
+def _write_atomically(bundle: Bundle, target: Path) -> None:
+    mask = _current_umask()
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    old: Path | None = None
     try:
         for name, bundle_file in bundle.files.items():
             path = staging / name
             path.write_text(bundle_file.content, encoding="utf-8")
-            path.chmod(bundle_file.mode)
-        staging.chmod(0o755)
+            path.chmod(bundle_file.mode & ~mask)
+        staging.chmod(0o777 & ~mask)
         if target.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
             os.replace(target, old / "bundle")
-            os.replace(staging, target)
-            shutil.rmtree(old, ignore_errors=True)
+            try:
+                os.replace(staging, target)
+            except OSError:
+                os.replace(old / "bundle", target)  # put the previous bundle back
+                raise
         else:
             os.replace(staging, target)
-    except BaseException:
+    finally:
         shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return target
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)

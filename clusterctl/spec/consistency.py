@@ -7,6 +7,7 @@ rules (clusterctl.lint).
 from __future__ import annotations
 
 from clusterctl.spec.models import JobSpec, VerlWorkload
+from clusterctl.spec.secrets import unexpanded_references
 
 FieldPath = tuple[str | int, ...]
 
@@ -74,11 +75,24 @@ _SECTION_FOR_DOCKER = {
 }
 
 
-def protected_option(arg: str, table: dict[str, str | None]) -> str | None:
-    """The protected option ``arg`` sets, if any (long, --long=value, -x, -xVALUE, -abc)."""
+def protected_option(
+    arg: str, table: dict[str, str | None], abbreviations: bool = False
+) -> str | None:
+    """The protected option ``arg`` sets, if any (long, --long=value, -x, -xVALUE, -abc).
+
+    With ``abbreviations`` (getopt_long, as sbatch parses), a long name that begins a
+    protected name counts as it: ``--nod=64`` is ``--nodes`` (or ambiguous, an error either
+    way). Long names that are real sbatch options in their own right and begin a protected
+    one do not exist (``--gpus`` and ``--mem`` are protected themselves).
+    """
     if arg.startswith("--"):
         name = arg[2:].split("=", 1)[0]
-        return name if name in table else None
+        if name in table:
+            return name
+        if abbreviations and name:
+            matches = sorted(long for long in table if long.startswith(name))
+            return matches[0] if matches else None
+        return None
     if arg.startswith("-") and len(arg) > 1:
         shorts = {s: long for long, s in table.items() if s}
         if arg[1] in shorts:
@@ -94,7 +108,7 @@ def protected_option(arg: str, table: dict[str, str | None]) -> str | None:
 def _sbatch_extras(spec: JobSpec) -> list[tuple[FieldPath, str]]:
     out: list[tuple[FieldPath, str]] = []
     for i, option in enumerate(spec.slurm.extra):
-        name = protected_option(option.split()[0], PROTECTED_SBATCH)
+        name = protected_option(option, PROTECTED_SBATCH, abbreviations=True)
         if name:
             out.append(
                 (
@@ -230,4 +244,5 @@ def check_consistency(spec: JobSpec) -> list[tuple[FieldPath, str]]:
     if wl.framework == "command" and not wl.command:
         out.append((("workload", "command"), "the command is empty"))
     out += _sbatch_extras(spec) + _docker_extras(spec) + _verl(spec) + _ports(spec)
+    out += list(unexpanded_references(spec))
     return out

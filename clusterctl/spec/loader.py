@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -20,7 +21,28 @@ PathKey = tuple[str | int, ...]
 # Free-form mappings whose keys may themselves contain dots (Hydra overrides, env names).
 _FREEFORM_KEYS = {"overrides", "args", "env", "nccl_env", "runtime_env"}
 
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
+_BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
+
+# Bounds checked on the event stream before anything is composed: a spec is a few levels deep
+# and uses aliases for small reuse. Deeper documents crash the composer (RecursionError, or a
+# segfault in libyaml's), and alias bombs (billion laughs) expand exponentially.
+MAX_DEPTH = 64
+MAX_ALIAS_EXPANSION = 100_000  # nodes that aliases may add beyond the document's own
+
+# YAML 1.1 reads 12:00:00 as the base-60 integer 43200 (and 1:30.5 as a float): a SLURM time
+# limit would become 30 days. Such scalars stay the strings the user wrote.
+_SEXAGESIMAL = re.compile(r"^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?$")
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc]
+    """The safe loader, minus base-60 numbers."""
+
+    yaml_implicit_resolvers: ClassVar[dict[str, list[tuple[str, re.Pattern[str]]]]] = {
+        first: [("tag:yaml.org,2002:str", _SEXAGESIMAL), *resolvers]
+        if first in "+-0123456789"
+        else list(resolvers)
+        for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()
+    }
 
 
 @dataclass
@@ -85,11 +107,64 @@ def _map_lines(
             _map_lines(item, child, lines, dups, source)
 
 
+def _check_shape(text: str, source: str) -> None:
+    """Refuse documents nested deeper than MAX_DEPTH or whose aliases expand past the bound.
+
+    One pass over the parser's events (libyaml's parser is not recursive): the size of every
+    anchored node is known when it ends, and each alias adds that size again.
+    """
+    sizes: dict[str, int] = {}
+    stack: list[tuple[str | None, int]] = []  # (anchor, nodes so far) per open collection
+    expanded = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        line = event.start_mark.line + 1 if event.start_mark is not None else None
+        if isinstance(event, yaml.CollectionStartEvent):
+            if len(stack) >= MAX_DEPTH:
+                raise SpecError(
+                    [Problem("", f"the YAML nests deeper than {MAX_DEPTH} levels", source, line)]
+                )
+            stack.append((event.anchor, 1))
+            continue
+        if isinstance(event, yaml.CollectionEndEvent):
+            anchor, size = stack.pop()
+            if anchor is not None:
+                sizes[anchor] = size
+        elif isinstance(event, yaml.ScalarEvent):
+            anchor, size = event.anchor, 1
+            if anchor is not None:
+                sizes[anchor] = 1
+        elif isinstance(event, yaml.AliasEvent):
+            size = sizes.get(event.anchor or "", 1)
+            expanded += size
+            if expanded > MAX_ALIAS_EXPANSION:
+                raise SpecError(
+                    [
+                        Problem(
+                            "",
+                            f"YAML aliases expand to more than {MAX_ALIAS_EXPANSION} nodes "
+                            "(an alias bomb?); write the values out",
+                            source,
+                            line,
+                        )
+                    ]
+                )
+        else:
+            continue
+        if stack:
+            parent_anchor, parent_size = stack[-1]
+            stack[-1] = (parent_anchor, parent_size + size)
+
+
 def parse_yaml(text: str, source: str) -> tuple[dict[str, Any], dict[PathKey, int]]:
     """Parse a spec document; returns the data and a path -> line map."""
     try:
-        node = yaml.compose(text, Loader=_Loader)
-        data = yaml.load(text, Loader=_Loader)
+        _check_shape(text, source)
+        loader = _Loader(text)
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -254,7 +329,7 @@ def _problems_from_validation(
         elif kind == "missing":
             message = "required field is missing"
         else:
-            message = err["msg"]
+            message = err["msg"].removeprefix("Value error, ")
             if "input" in err and not isinstance(err["input"], (dict, list)):
                 shown = repr(err["input"])
                 message += f" (got {shown[:60]}{'...' if len(shown) > 60 else ''})"
@@ -265,10 +340,43 @@ def _problems_from_validation(
     return list(by_path.values())
 
 
+# Control characters other than tab and newline: bash drops NUL from a word and docker would
+# receive a different string; the others are invisible in a terminal and in logs.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _control_characters(node: Any, path: PathKey = ()) -> Iterator[tuple[PathKey, str]]:
+    """(path, message) for every key or string value holding a control character."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            child = (*path, key)
+            if isinstance(key, str) and _CONTROL.search(key):
+                yield child, "the key holds a control character"
+            yield from _control_characters(value, child)
+    elif isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from _control_characters(item, (*path, index))
+    elif isinstance(node, str):
+        found = _CONTROL.search(node)
+        if found:
+            yield path, f"control character U+{ord(found.group()):04X} in the value (refused)"
+
+
 def load_spec_text(text: str, source: str = "<spec>", overrides: Iterable[str] = ()) -> LoadedSpec:
     """Validate spec text; raises SpecError listing every problem once."""
     data, lines = parse_yaml(text, source)
     set_paths = apply_overrides(data, overrides)
+    control = [
+        Problem(
+            format_path(path),
+            message,
+            "--set" if path in set_paths else source,
+            None if path in set_paths else line_for(lines, path),
+        )
+        for path, message in _control_characters(data)
+    ]
+    if control:
+        raise SpecError(control)
     try:
         spec = JobSpec.model_validate(data)
     except ValidationError as exc:

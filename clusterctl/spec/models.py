@@ -7,10 +7,10 @@ validation returns is the fully resolved spec that ``render`` writes out.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -24,8 +24,16 @@ from clusterctl.spec.presets import INFINIBAND_DEVICE, PRESETS, PresetName
 # Values that land on an #SBATCH line are not read by a shell but by sbatch's own option
 # parser, which does not understand quoting: they are restricted to characters that need none.
 SlurmWord = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.,:+=@%/\[\]-]+$")]
+# The job name also names the bundle directory and the log directory: no path separators,
+# and no leading '-' or '.' (it must never read as an option or climb out of a directory).
+JobName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")]
+# One sbatch option per entry: sbatch splits an #SBATCH line into words at white space and
+# quotes, so "--comment=x --nodes=64" would be two options.
+SbatchOption = Annotated[str, StringConstraints(pattern=r"^--?[A-Za-z][^\s'\"\\]*$")]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 AbsPath = Annotated[str, StringConstraints(pattern=r"^/[^\x00\n]*$")]
+# docker --volume SOURCE:TARGET[:ro] splits at ':' and cannot carry one in a path.
+MountPath = Annotated[str, StringConstraints(pattern=r"^/[^\x00\n:,]*$")]
 
 
 def _int_as_text(value: object) -> object:
@@ -47,21 +55,61 @@ Port = Annotated[int, Field(ge=1024, le=65535)]
 ImageRef = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/@-]*$")]
 # A version as pip and image tags spell it (also lands in Dockerfiles, which are line-based).
 Version = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9.+!*_-]*$")]
-OneLine = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]+$")]
+
+
+def _requirement(value: str) -> str:
+    """A pip requirement specifier, judged by the parser pip itself uses (packaging)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    if value.startswith("-"):
+        raise ValueError("pip options are not requirements; only specifiers such as 'pkg==1.2'")
+    try:
+        Requirement(value)
+    except InvalidRequirement as exc:
+        raise ValueError(f"not a pip requirement: {exc}") from None
+    return value
+
+
+PipRequirement = Annotated[str, AfterValidator(_requirement)]
+
+# CC_* are job.sbatch's own variables and CLUSTERCTL_* the container's: a spec name there
+# would be reset by the script or clash with it.
+_RESERVED_ENV = ("CC_", "CLUSTERCTL_")
+
+
+def _unreserved(name: str) -> str:
+    if name.startswith(_RESERVED_ENV):
+        raise ValueError(f"{name}: the prefixes CC_ and CLUSTERCTL_ are clusterctl's own")
+    return name
+
+
+UserEnvName = Annotated[EnvName, AfterValidator(_unreserved)]
+# A Hydra override key (hydra-core 1.3 grammar: [+|++|~]key[@package]).
+HydraKey = Annotated[
+    str,
+    StringConstraints(
+        pattern=r"^(\+\+|\+|~)?[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*(@[A-Za-z0-9_.:]*)?$"
+    ),
+]
 Scalar = str | int | float | bool | None
 OverrideValue = Scalar | list[Scalar]
 
 
 class Section(BaseModel):
-    """Base for every section: unknown keys are errors, never silently ignored."""
+    """Base for every section: unknown keys are errors, never silently ignored.
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+    Types are strict (YAML's `true` is no node count, "3" no integer) and numbers finite.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=False, strict=True, allow_inf_nan=False
+    )
 
 
 class SlurmSpec(Section):
     """What goes into the #SBATCH header."""
 
-    job_name: SlurmWord = Field("clusterctl", description="sbatch --job-name")
+    job_name: JobName = Field("clusterctl", description="sbatch --job-name")
     partition: SlurmWord | None = Field(None, description="sbatch --partition")
     account: SlurmWord | None = Field(None, description="sbatch --account")
     qos: SlurmWord | None = Field(None, description="sbatch --qos")
@@ -93,7 +141,7 @@ class SlurmSpec(Section):
         le=3600,
         description="seconds before the time limit at which the script is told to clean up",
     )
-    extra: list[Annotated[str, StringConstraints(pattern=r"^--?[A-Za-z][^\n\r]*$")]] = Field(
+    extra: list[SbatchOption] = Field(
         default_factory=list,
         description="extra #SBATCH options; options clusterctl sets itself are refused",
     )
@@ -134,14 +182,14 @@ class BuildSpec(Section):
         description="directory of wheels (relative to the build context) installed with "
         "pip --no-index: offline builds for air-gapped clusters",
     )
-    pip_packages: list[OneLine] = Field(
+    pip_packages: list[PipRequirement] = Field(
         default_factory=list, description="extra pip requirements installed in the image"
     )
 
 
 class MountSpec(Section):
-    source: AbsPath = Field(description="host path")
-    target: AbsPath = Field(description="path inside the container")
+    source: MountPath = Field(description="host path")
+    target: MountPath = Field(description="path inside the container")
     read_only: bool = False
 
 
@@ -160,10 +208,10 @@ class ContainerSpec(Section):
     mounts: list[MountSpec] = Field(default_factory=list, description="bind mounts")
     workdir: AbsPath | None = Field(None, description="working directory in the container")
     shm_size: Size | None = Field(None, description="--shm-size; default from the preset")
-    env: dict[EnvName, Scalar] = Field(
+    env: dict[UserEnvName, Scalar] = Field(
         default_factory=dict, description="literal environment values (no secrets here)"
     )
-    env_passthrough: list[EnvName] = Field(
+    env_passthrough: list[UserEnvName] = Field(
         default_factory=list,
         description="names passed through from the submitting environment (secrets such as "
         "WANDB_API_KEY, HF_TOKEN): never written into files",
@@ -211,7 +259,7 @@ class NetworkSpec(Section):
         description="where a node's address comes from: the IPv4 of socket_ifname (or the "
         "first global address), or the NodeAddr SLURM has for the node",
     )
-    nccl_env: dict[EnvName, Scalar] = Field(
+    nccl_env: dict[UserEnvName, Scalar] = Field(
         default_factory=dict, description="extra NCCL_* / RCCL_* variables"
     )
     allow_loopback: bool = Field(
@@ -233,10 +281,10 @@ class RaySpec(Section):
     max_worker_port: Port | None = Field(None, description="highest worker port")
     temp_dir: AbsPath = Field("/tmp/ray", description="node-local Ray temp dir in the container")
     num_cpus: int | None = Field(
-        None, ge=1, description="CPUs Ray offers per node; default slurm.cpus_per_task"
+        None, ge=1, le=4096, description="CPUs Ray offers per node; default slurm.cpus_per_task"
     )
     num_gpus: int | None = Field(
-        None, ge=0, description="GPUs Ray offers per node; default slurm.gpus_per_node"
+        None, ge=0, le=64, description="GPUs Ray offers per node; default slurm.gpus_per_node"
     )
     start_deadline: int = Field(120, ge=5, le=3600, description="seconds for the head to answer")
     join_deadline: int = Field(300, ge=5, le=7200, description="seconds for every node to join Ray")
@@ -251,7 +299,10 @@ class SelftestSpec(Section):
     backend: Literal["gloo", "nccl"] = Field("gloo", description="collective backend tested")
     size_mb: int = Field(16, ge=1, le=16384, description="all-reduce message size")
     min_busbw_gbps: float = Field(
-        0.0, ge=0, description="fail below this all-reduce bus bandwidth (0: only report)"
+        0.0,
+        ge=0,
+        le=100_000,
+        description="fail below this all-reduce bus bandwidth (0: only report)",
     )
 
 
@@ -260,7 +311,7 @@ class VerlWorkload(Section):
     entrypoint: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$")] = Field(
         "verl.trainer.main_ppo", description="module run with python -m"
     )
-    overrides: dict[str, OverrideValue] = Field(
+    overrides: dict[HydraKey, OverrideValue] = Field(
         default_factory=dict,
         description="Hydra overrides; trainer.nnodes and trainer.n_gpus_per_node are set "
         "from the slurm section",
@@ -358,11 +409,3 @@ def spec_json_schema() -> dict[str, Any]:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "clusterctl job spec"
     return schema
-
-
-_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
-
-
-def looks_like_secret(name: str) -> bool:
-    """True for environment names that conventionally carry credentials."""
-    return bool(_SECRET_NAME.search(name))

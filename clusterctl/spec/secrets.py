@@ -1,0 +1,115 @@
+"""Where a spec value reaches the job, and which of those values are secrets or unexpanded
+references: both must come from the submitting environment (container.env_passthrough)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from clusterctl.spec.models import JobSpec, OpenRLHFWorkload, VerlWorkload
+
+FieldPath = tuple[str | int, ...]
+
+# Name segments that conventionally carry credentials (WANDB_API_KEY, HF_TOKEN, db.password);
+# whole segments only, so TOKENIZERS_PARALLELISM is no secret. A bare "key" is one only in an
+# environment name or after api/access/secret/private/auth: OpenRLHF's input_key and verl's
+# data.prompt_key name dataset columns.
+_KEY_QUALIFIERS = {"api", "access", "secret", "private", "auth"}
+_SECRET_SEGMENTS = {
+    "apikey",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "credential",
+    "credentials",
+}
+# Values shaped like well-known tokens, whatever they are called.
+_TOKEN_VALUE = re.compile(
+    r"\b(hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|"
+    r"github_pat_[A-Za-z0-9_]{30,}|xox[abposr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})\b"
+)
+# OpenRLHF's --use_wandb takes the API key itself; a true value lets wandb read
+# WANDB_API_KEY from the environment (openrlhf/trainer/ppo_trainer.py: wandb.login is
+# skipped when wandb.api.api_key is already set).
+_KEY_FLAGS = {"use_wandb"}
+_TRUE_WORDS = {"true", "1", "yes"}
+# $NAME or ${NAME}: text that a shell would expand, which nothing here does.
+_REFERENCE = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)")
+
+
+def secret_name(name: str, environment: bool = True) -> bool:
+    """True for names that conventionally carry credentials."""
+    parts = [p.lower() for p in re.split(r"[^A-Za-z0-9]+", name)]
+    for i, part in enumerate(parts):
+        if part in _SECRET_SEGMENTS:
+            return True
+        if part == "key" and (environment or (i > 0 and parts[i - 1] in _KEY_QUALIFIERS)):
+            return True
+    return False
+
+
+def looks_like_token(value: str) -> bool:
+    return bool(_TOKEN_VALUE.search(value))
+
+
+def _text(value: Any) -> str | None:
+    if value is None or isinstance(value, bool):
+        return None
+    return str(value)
+
+
+def job_values(spec: JobSpec) -> Iterator[tuple[FieldPath, str, str]]:
+    """(path, name, text) for every named value that reaches a container, a file or an argv."""
+    for name, value in spec.network.nccl_env.items():
+        if (text := _text(value)) is not None:
+            yield ("network", "nccl_env", name), name, text
+    for name, value in spec.container.env.items():
+        if (text := _text(value)) is not None:
+            yield ("container", "env", name), name, text
+    wl = spec.workload
+    if isinstance(wl, OpenRLHFWorkload):
+        env_vars = wl.runtime_env.get("env_vars")
+        if isinstance(env_vars, dict):
+            for name, value in env_vars.items():
+                if (text := _text(value)) is not None:
+                    yield ("workload", "runtime_env", "env_vars", name), str(name), text
+        for name, arg in wl.args.items():
+            for item in arg if isinstance(arg, list) else [arg]:
+                if (text := _text(item)) is not None:
+                    yield ("workload", "args", name), name.lstrip("-"), text
+    elif isinstance(wl, VerlWorkload):
+        for key, override in wl.overrides.items():
+            for item in override if isinstance(override, list) else [override]:
+                if (text := _text(item)) is not None:
+                    yield ("workload", "overrides", key), key.split(".")[-1], text
+
+
+def literal_secrets(spec: JobSpec) -> Iterator[tuple[FieldPath, str]]:
+    """(path, message) for every secret written into the spec."""
+    for path, name, text in job_values(spec):
+        if not text:
+            continue
+        if name in _KEY_FLAGS:
+            if text.lower() not in _TRUE_WORDS:
+                yield path, f"--{name} carries the API key itself; set it to true"
+        elif secret_name(name, environment=path[0] != "workload" or "env_vars" in path):
+            yield path, f"{name} has a literal value"
+        elif looks_like_token(text):
+            yield path, f"the value of {name} looks like an access token"
+
+
+def unexpanded_references(spec: JobSpec) -> Iterator[tuple[FieldPath, str]]:
+    """(path, message) for values holding $NAME, which docker and Ray pass on literally."""
+    for path, _name, text in job_values(spec):
+        if path[:2] == ("workload", "overrides") or path[:2] == ("workload", "args"):
+            continue  # a framework argument may mean a literal $ (Hydra: ${...} interpolation)
+        found = _REFERENCE.search(text)
+        if found:
+            ref = found.group(1).strip("{}")
+            yield (
+                path,
+                f"${ref} is not expanded (docker and Ray pass it literally); list {ref} in "
+                "container.env_passthrough instead",
+            )
