@@ -117,10 +117,18 @@ def waiter(address: str, nodes: str, *extra: str) -> subprocess.CompletedProcess
 
 def test_waiter_reports_ready_on_a_real_cluster(ray_head: str) -> None:
     result = waiter(
-        ray_head, "head1", "--cpus-per-node", "1", "--join-deadline", "30", "--selftest"
+        ray_head,
+        "head1",
+        "--cpus-per-node",
+        "1",
+        "--join-deadline",
+        "30",
+        "--selftest",
+        "--phase-token",
+        "n0nce",
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "CLUSTERCTL_PHASE ray-joined" in result.stdout
+    assert "CLUSTERCTL_PHASE n0nce ray-joined" in result.stdout
     assert "selftest: 1 nodes ran tasks" in result.stdout
     assert 'CLUSTERCTL_RESULT {"nodes": {"head1": {"CPU": 1.0, "GPU": 0.0}}' in result.stdout
 

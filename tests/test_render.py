@@ -104,12 +104,12 @@ def test_verl_argv_owns_allocation_keys() -> None:
     argv = plan.workload_argv
     assert argv[:3] == ["python3", "-m", "verl.trainer.main_ppo"]
     assert argv[-2:] == ["trainer.nnodes=2", "trainer.n_gpus_per_node=8"]
-    assert "trainer.logger=[console,wandb]" in argv
+    assert "trainer.logger=['console','wandb']" in argv
     assert "actor_rollout_ref.rollout.tensor_model_parallel_size=2" in argv
 
 
 def test_hydra_values_quote_what_needs_it() -> None:
-    assert hydra_value(["a b", "c"]) == "['a b',c]"
+    assert hydra_value(["a b", "c"]) == "['a b','c']"
     assert hydra_value(True) == "true" and hydra_value(None) == "null"
 
 

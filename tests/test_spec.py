@@ -132,7 +132,7 @@ def test_sbatch_value_with_space_or_newline_is_refused() -> None:
         ("network: {fabric: ethernet, hcas: [mlx5_0]}\n", "network.hcas: HCAs listed"),
         ("ray: {dashboard_port: 6379}\n", "ray.dashboard_port: port 6379 is also ray.head_port"),
         ("slurm: {extra: ['--nodes=3']}\n", "slurm.extra[0]: --nodes is set by clusterctl"),
-        ("slurm: {extra: ['-N 3']}\n", "slurm.extra[0]: --nodes is set by clusterctl"),
+        ("slurm: {extra: ['-N3']}\n", "slurm.extra[0]: --nodes is set by clusterctl"),
         (
             "container: {image: x, extra_args: ['--network=bridge']}\n",
             "container.extra_args[0]: docker run --network is controlled by clusterctl",

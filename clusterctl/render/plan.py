@@ -7,6 +7,7 @@ only arrange these values and quote each one with the ``q`` filter.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from clusterctl.spec.models import (
@@ -40,6 +41,7 @@ class JobPlan:
     job_submit_args: list[str] | None
     port_checks_head: list[int]
     port_checks_all: list[int]
+    log_root: str
 
 
 def sbatch_directives(spec: JobSpec) -> list[str]:
@@ -85,17 +87,24 @@ def _scalar(value: Scalar) -> str:
     return str(value)
 
 
+def hydra_string(text: str) -> str:
+    """A Hydra quoted string that Hydra's override parser (hydra-core 1.3) reads back as
+    exactly ``text``: quotes escaped; backslashes doubled only where they precede a quote or
+    end the string, the only places Hydra reads them as escapes."""
+    body = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, text)
+    return "'" + body.replace("'", "\\'") + "'"
+
+
+def _hydra_scalar(value: Scalar) -> str:
+    return hydra_string(value) if isinstance(value, str) else _scalar(value)
+
+
 def hydra_value(value: OverrideValue) -> str:
-    """A Hydra override value: lists as [a,b], quoting elements that need it."""
+    """A Hydra override value: every string quoted (so `a,b` is no sweep, `[1,2]` no list and
+    `1` no integer), numbers, booleans and null bare, lists as [a,b]."""
     if isinstance(value, list):
-        items = []
-        for item in value:
-            text = _scalar(item)
-            if isinstance(item, str) and any(ch in text for ch in " ,[]{}()='\"\\:"):
-                text = "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-            items.append(text)
-        return "[" + ",".join(items) + "]"
-    return _scalar(value)
+        return "[" + ",".join(_hydra_scalar(item) for item in value) + "]"
+    return _hydra_scalar(value)
 
 
 def verl_argv(spec: JobSpec, wl: VerlWorkload) -> list[str]:
@@ -254,4 +263,11 @@ def build_plan(spec: JobSpec) -> JobPlan:
         job_submit_args=submit,
         port_checks_head=[ray.head_port, ray.dashboard_port, ray.client_port],
         port_checks_all=fixed_worker_ports,
+        log_root=log_root(spec.logs.dir),
     )
+
+
+def log_root(directory: str) -> str:
+    """logs.dir as the script uses it: a relative path starts with ./ so that no command
+    can read it as an option (logs.dir: --privileged)."""
+    return directory if directory.startswith(("/", "./", "../")) else f"./{directory}"

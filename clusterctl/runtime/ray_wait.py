@@ -22,9 +22,12 @@ def say(message: str) -> None:
     print(f"clusterctl: {message}", flush=True)
 
 
+PHASE_TOKEN = ""  # the job's nonce: job.sbatch records only phase lines that carry it
+
+
 def phase(name: str) -> None:
     """Mark a phase; job.sbatch timestamps these lines into the job's timeline."""
-    print(f"CLUSTERCTL_PHASE {name}", flush=True)
+    print(f"CLUSTERCTL_PHASE {PHASE_TOKEN} {name}", flush=True)
 
 
 def result(status: str, **fields: Any) -> None:
@@ -206,7 +209,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--address", required=True, help="head GCS address ip:port")
     parser.add_argument("--head-ip", required=True)
-    parser.add_argument("--nodes", required=True, help="comma-separated SLURM node names")
+    parser.add_argument(
+        "--nodes",
+        required=True,
+        help="comma-separated SLURM node names, or - to read them from stdin (large jobs: "
+        "one argument is limited to 128 KiB)",
+    )
+    parser.add_argument("--phase-token", default="", help="nonce for the phase lines")
     parser.add_argument("--cpus-per-node", type=float, default=None)
     parser.add_argument("--gpus-per-node", type=float, default=0.0)
     parser.add_argument("--start-deadline", type=float, default=120)
@@ -217,7 +226,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--selftest-backend", default="gloo")
     parser.add_argument("--min-busbw-gbps", type=float, default=0.0)
     args = parser.parse_args(argv)
-    expected = [n for n in args.nodes.split(",") if n]
+    global PHASE_TOKEN
+    PHASE_TOKEN = args.phase_token
+    names = sys.stdin.read() if args.nodes == "-" else args.nodes
+    expected = [n for n in names.replace("\n", ",").split(",") if n]
 
     import ray
 

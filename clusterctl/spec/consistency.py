@@ -6,7 +6,9 @@ rules (clusterctl.lint).
 
 from __future__ import annotations
 
-from clusterctl.spec.models import JobSpec, VerlWorkload
+import json
+
+from clusterctl.spec.models import CommandWorkload, JobSpec, OpenRLHFWorkload, VerlWorkload
 from clusterctl.spec.secrets import unexpanded_references
 
 FieldPath = tuple[str | int, ...]
@@ -189,6 +191,45 @@ def _ports(spec: JobSpec) -> list[tuple[FieldPath, str]]:
     return out
 
 
+# Linux refuses an exec whose single argument exceeds MAX_ARG_STRLEN (32 pages: 128 KiB,
+# include/uapi/linux/binfmts.h) with "Argument list too long"; all of argv and the
+# environment together must stay under ARG_MAX (commonly 2 MiB). Values that reach an argv
+# (docker run --env, docker exec of the workload, ray job submit) are held to both.
+MAX_ARG_BYTES = 128 * 1024 - 1
+MAX_ARGV_BYTES = 1024 * 1024
+
+
+def _argv_sizes(spec: JobSpec) -> list[tuple[FieldPath, str]]:
+
+    args: list[tuple[FieldPath, int]] = []
+    for name, value in spec.container.env.items():
+        args.append((("container", "env", name), len(f"{name}={value}".encode())))
+    for name, value in spec.network.nccl_env.items():
+        args.append((("network", "nccl_env", name), len(f"{name}={value}".encode())))
+    wl = spec.workload
+    if isinstance(wl, CommandWorkload):
+        items = [wl.command] if isinstance(wl.command, str) else wl.command
+        args += [(("workload", "command", i), len(item.encode())) for i, item in enumerate(items)]
+    elif isinstance(wl, VerlWorkload):
+        for key, override in wl.overrides.items():
+            args.append((("workload", "overrides", key), len(f"{key}={override}".encode())))
+    elif isinstance(wl, OpenRLHFWorkload):
+        for key, arg in wl.args.items():
+            args.append((("workload", "args", key), len(str(arg).encode())))
+        if wl.runtime_env:
+            size = len(json.dumps(wl.runtime_env).encode())
+            args.append((("workload", "runtime_env"), size))
+    out = [
+        (path, f"{size} bytes: Linux refuses one argument over 128 KiB (put it in a file)")
+        for path, size in args
+        if size > MAX_ARG_BYTES
+    ]
+    total = sum(size for _, size in args)
+    if not out and total > MAX_ARGV_BYTES:
+        out.append((("workload",), f"{total} bytes of arguments: more than 1 MiB cannot be run"))
+    return out
+
+
 def check_consistency(spec: JobSpec) -> list[tuple[FieldPath, str]]:
     """Every contradiction between sections, as (field path, message)."""
     out: list[tuple[FieldPath, str]] = []
@@ -244,5 +285,5 @@ def check_consistency(spec: JobSpec) -> list[tuple[FieldPath, str]]:
     if wl.framework == "command" and not wl.command:
         out.append((("workload", "command"), "the command is empty"))
     out += _sbatch_extras(spec) + _docker_extras(spec) + _verl(spec) + _ports(spec)
-    out += list(unexpanded_references(spec))
+    out += list(unexpanded_references(spec)) + _argv_sizes(spec)
     return out

@@ -7,6 +7,7 @@ validation returns is the fully resolved spec that ``render`` writes out.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -27,9 +28,22 @@ SlurmWord = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.,:+=@%/\[\]-
 # The job name also names the bundle directory and the log directory: no path separators,
 # and no leading '-' or '.' (it must never read as an option or climb out of a directory).
 JobName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")]
-# One sbatch option per entry: sbatch splits an #SBATCH line into words at white space and
-# quotes, so "--comment=x --nodes=64" would be two options.
-SbatchOption = Annotated[str, StringConstraints(pattern=r"^--?[A-Za-z][^\s'\"\\]*$")]
+
+
+def _sbatch_option(value: str) -> str:
+    """One sbatch option per entry: sbatch splits an #SBATCH line into words at white space
+    and quotes, so "--comment=x --nodes=64" would be two options."""
+    if not re.match(r"^--?[A-Za-z]", value):
+        raise ValueError("an sbatch option starts with - or --")
+    if re.search(r"[\s'\"\\]", value):
+        raise ValueError(
+            "one option per entry, with no white space, quotes or backslashes (sbatch splits "
+            "#SBATCH lines into words): write --opt=value or -Xvalue"
+        )
+    return value
+
+
+SbatchOption = Annotated[str, AfterValidator(_sbatch_option)]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 AbsPath = Annotated[str, StringConstraints(pattern=r"^/[^\x00\n]*$")]
 # docker --volume SOURCE:TARGET[:ro] splits at ':' and cannot carry one in a path.
