@@ -69,7 +69,11 @@ def test_node_address_picks_a_reachable_interface(
         ("gpu-node.txt", "docker0", "docker0 is a container bridge"),
         ("gpu-node.txt", "enp0s20f0u1u6", "169.254.3.1 is link-local"),
         ("gpu-node.txt", "lo", "127.0.0.1 is loopback"),
-        ("gpu-node.txt", "ib1", "no interface that network.socket_ifname=ib1 selects has a usable IPv4 address"),
+        (
+            "gpu-node.txt",
+            "ib1",
+            "no interface that network.socket_ifname=ib1 selects has a usable IPv4 address",
+        ),
     ],
 )
 def test_node_address_refuses_unreachable_addresses(

@@ -40,7 +40,10 @@ def doctor(logs: tuple[Path, ...], job_id: str | None, logs_root: Path, as_json:
             paths += sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         if job_id:
             paths = job_log_files(job_id, logs_root)
-        hits = scan_files(paths)
+        notes: list[str] = []
+        hits = scan_files(paths, notes)
+    for note in notes:
+        click.echo(f"doctor: {note}", err=True)
     if as_json:
         click.echo(json.dumps([h.as_dict() for h in hits], indent=2))
     elif not hits:

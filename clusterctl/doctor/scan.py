@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from clusterctl.doctor.signatures import SIGNATURES, Signature
 from clusterctl.errors import UsageError
 
-MAX_BYTES = 8 * 1024 * 1024  # per file: the tail holds the failure
+# A log can be gigabytes: doctor reads its head (how the job started) and its tail (how it
+# ended), counts the lines in between so line numbers stay real, and says what it skipped.
+HEAD_BYTES = 1024 * 1024
+TAIL_BYTES = 8 * 1024 * 1024
+_CHUNK = 16 * 1024 * 1024
 LOG_SUFFIXES = (".log", ".out", ".err", ".txt", ".json", ".jsonl")
 
 
@@ -45,8 +51,13 @@ class Hit:
         }
 
 
+JOB_ID = re.compile(r"^[0-9]+(_[0-9]+)?$")
+
+
 def job_log_files(job_id: str, root: Path) -> list[Path]:
     """Every log file of a clusterctl job: its log directory and SLURM's batch output."""
+    if not JOB_ID.match(job_id):
+        raise UsageError(f"--job {job_id!r}: a SLURM job id is a number (or ARRAYID_TASK)")
     dirs = sorted(root.glob(f"*-{job_id}"))
     if not dirs:
         raise UsageError(
@@ -56,14 +67,57 @@ def job_log_files(job_id: str, root: Path) -> list[Path]:
     return [p for p in files if p.suffix in LOG_SUFFIXES or "." not in p.name]
 
 
-def read_lines(path: Path) -> Iterator[tuple[int, str]]:
+def _count_newlines(handle: BinaryIO, start: int, end: int) -> int:
+    handle.seek(start)
+    count, left = 0, end - start
+    while left > 0:
+        chunk = handle.read(min(_CHUNK, left))
+        if not chunk:
+            break
+        count += chunk.count(b"\n")
+        left -= len(chunk)
+    return count
+
+
+def _numbered(data: bytes, first: int) -> Iterator[tuple[int, str]]:
+    text = data.decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    yield from enumerate(lines, start=first)
+
+
+def read_lines(
+    path: Path, notes: list[str] | None = None, head: int = HEAD_BYTES, tail: int = TAIL_BYTES
+) -> Iterator[tuple[int, str]]:
+    """(line number, text) of the file's head and tail windows; line numbers are the file's.
+
+    What lies between the windows is counted, not judged, and said in ``notes``.
+    """
     with path.open("rb") as handle:
         size = handle.seek(0, 2)
-        start = max(0, size - MAX_BYTES)
-        handle.seek(start)
-        data = handle.read().decode("utf-8", errors="replace")
-    first = 1 if start == 0 else 0
-    yield from enumerate(data.splitlines(), start=first)
+        handle.seek(0)
+        if size <= head + tail:
+            yield from _numbered(handle.read(), 1)
+            return
+        head_data = handle.read(head)
+        cut = head_data.rfind(b"\n") + 1  # whole lines only
+        head_data = head_data[:cut]
+        handle.seek(size - tail)
+        tail_data = handle.read(tail)
+        skip = tail_data.find(b"\n") + 1  # the tail starts at a line start
+        tail_start = size - tail + skip
+        middle_lines = _count_newlines(handle, cut, tail_start)
+        head_lines = head_data.count(b"\n")
+        if notes is not None:
+            notes.append(
+                f"{path}: read the first {cut} and the last {size - tail_start} bytes; "
+                f"lines {head_lines + 1}-{head_lines + middle_lines} "
+                f"({tail_start - cut} bytes) were not judged"
+            )
+        yield from _numbered(head_data, 1)
+        handle.seek(tail_start)
+        yield from _numbered(tail_data[skip:], head_lines + middle_lines + 1)
 
 
 def scan_lines(lines: Iterable[tuple[str, int, str]]) -> list[Hit]:
@@ -85,13 +139,22 @@ def scan_lines(lines: Iterable[tuple[str, int, str]]) -> list[Hit]:
     return sorted(hits.values(), key=lambda h: (order[h.signature.id], h.file, h.line_no))
 
 
-def scan_files(paths: Iterable[Path]) -> list[Hit]:
+def scan_files(paths: Iterable[Path], notes: list[str] | None = None) -> list[Hit]:
+    """Judge every readable regular file; what cannot be read is skipped and said in
+    ``notes`` (devices, FIFOs and unreadable files never stop the scan)."""
+
     def lines() -> Iterator[tuple[str, int, str]]:
         for path in paths:
             try:
-                for number, text in read_lines(path):
+                if not path.is_file():
+                    reason = "no such file" if not path.exists() else "not a regular file"
+                    if notes is not None:
+                        notes.append(f"{path}: skipped ({reason})")
+                    continue
+                for number, text in read_lines(path, notes):
                     yield str(path), number, text
             except OSError as exc:
-                raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+                if notes is not None:
+                    notes.append(f"{path}: skipped ({exc.strerror or exc})")
 
     return scan_lines(lines())

@@ -93,7 +93,7 @@ def protected_option(
             return name
         if abbreviations and name:
             matches = sorted(long for long in table if long.startswith(name))
-            return matches[0] if matches else None
+            return " or --".join(matches) if matches else None
         return None
     if arg.startswith("-") and len(arg) > 1:
         shorts = {s: long for long, s in table.items() if s}
