@@ -495,6 +495,7 @@ def test_pip_options_are_not_packages(tmp_path: Path, package: str) -> None:
 def test_real_requirements_pass() -> None:
     text = BASE.replace(
         "image: clusterctl/dev:latest",
-        "image: x, build: {pip_packages: ['vllm==0.11.0', 'flash-attn>=2.8; python_version>\"3.9\"']}",
+        "image: x, build: {pip_packages: "
+        "['vllm==0.11.0', 'flash-attn>=2.8; python_version>\"3.9\"']}",
     )
     assert load_spec_text(text).spec.container.build is not None
