@@ -1,0 +1,81 @@
+"""Argument-logging stand-ins for srun, docker, scontrol, squeue and ss.
+
+A job.sbatch runs unchanged against these on one simulated node: each call appends its argv as
+one JSON line to $STANDIN_LOG, then behaves just enough like the real tool for the job to go
+from preflight to cleanup. Tests read the log to see exactly which bytes each value reached
+docker with. Usage: standin.py TOOL ARG...
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+STATE = Path(os.environ["STANDIN_STATE"])
+
+
+def log(argv: list[str]) -> None:
+    with open(os.environ["STANDIN_LOG"], "a", encoding="utf-8", errors="surrogateescape") as f:
+        f.write(json.dumps(argv) + "\n")
+
+
+def srun(args: list[str]) -> int:
+    """Run the step's command as the one node's task, forwarding the signals srun forwards."""
+    while args and args[0].startswith("-"):
+        args = args[1:]
+    env = {**os.environ, "SLURMD_NODENAME": "node1"}
+    child = subprocess.Popen(args, env=env)
+    for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM):
+        signal.signal(sig, lambda signum, _frame: child.send_signal(signum))
+    while True:
+        try:
+            return child.wait()
+        except InterruptedError:
+            continue
+
+
+def docker(args: list[str]) -> int:
+    command = args[0] if args else ""
+    if command == "run":
+        name = args[args.index("--name") + 1]
+        (STATE / f"running-{name}").touch()
+        print("0123456789ab")
+    elif command == "exec":
+        rest = [a for a in args[1:] if a != "-i"]
+        if "python3" in rest and "-c" in rest and "--phase-token" in rest:
+            sys.stdin.read()  # the node names
+            print('CLUSTERCTL_RESULT {"status": "ready"}')
+    elif command == "wait":
+        marker = STATE / f"running-{args[1]}"
+        while marker.exists():
+            time.sleep(0.05)
+    elif command == "rm":
+        for name in args[1:]:
+            (STATE / f"running-{name}").unlink(missing_ok=True)
+    return 0
+
+
+def scontrol(args: list[str]) -> int:
+    if args[:2] == ["show", "hostnames"]:
+        print("node1")
+    elif args[:2] == ["show", "job"]:
+        print("JobId=1 StdOut=/dev/null")
+    elif args[:2] == ["show", "node"]:
+        print("NodeName=node1 NodeAddr=127.0.0.1")
+    return 0
+
+
+def main() -> int:
+    tool, args = sys.argv[1], sys.argv[2:]
+    log([tool, *args])
+    handlers = {"srun": srun, "docker": docker, "scontrol": scontrol}
+    return handlers[tool](args) if tool in handlers else 0  # squeue, ss: nothing to report
+
+
+if __name__ == "__main__":
+    sys.exit(main())
