@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from clusterctl.doctor.signatures import SIGNATURES, Signature
+from clusterctl.doctor.signatures import ANY_SIGNATURE, SIGNATURES, Signature
 from clusterctl.errors import UsageError
 
 # A log can be gigabytes: doctor reads its head (how the job started) and its tail (how it
@@ -124,6 +124,8 @@ def scan_lines(lines: Iterable[tuple[str, int, str]]) -> list[Hit]:
     """Judge (file, line number, text) triples; one hit per signature and cause."""
     hits: dict[tuple[str, str], Hit] = {}
     for file, number, text in lines:
+        if ANY_SIGNATURE.search(text) is None:
+            continue
         for sig in SIGNATURES:
             match = sig.match(text)
             if match is None:

@@ -339,3 +339,13 @@ SIGNATURES: tuple[Signature, ...] = (
         "Docker",
     ),
 )
+
+
+def _strip(pattern: str) -> str:
+    """The pattern with its named groups made plain (a union cannot repeat a group name)."""
+    return re2.sub(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>", "(?:", pattern)
+
+
+# One pass per line finds the lines that any signature may match; only those are judged
+# signature by signature (most log lines match nothing, and each RE2 call has a fixed cost).
+ANY_SIGNATURE = re2.compile("|".join(f"(?:{_strip(sig.pattern.pattern)})" for sig in SIGNATURES))
