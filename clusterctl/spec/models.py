@@ -265,7 +265,8 @@ class NetworkSpec(Section):
     socket_ifname: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:^=,-]+$")] | None = (
         Field(
             None,
-            description="interface for NCCL/GLOO bootstrap and for the node addresses Ray uses",
+            description="interface for NCCL/GLOO bootstrap and for the node addresses Ray "
+            "uses, in NCCL_SOCKET_IFNAME's forms: name prefixes (ib,eth), =exact, ^excluded",
         )
     )
     address_source: Literal["interface", "slurm"] = Field(
