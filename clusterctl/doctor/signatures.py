@@ -343,7 +343,7 @@ SIGNATURES: tuple[Signature, ...] = (
 
 def _strip(pattern: str) -> str:
     """The pattern with its named groups made plain (a union cannot repeat a group name)."""
-    return re2.sub(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>", "(?:", pattern)
+    return str(re2.sub(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>", "(?:", pattern))
 
 
 # One pass per line finds the lines that any signature may match; only those are judged
