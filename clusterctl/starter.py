@@ -41,7 +41,8 @@ workload:
     vllm.num_engines: {engines}
     vllm.tensor_parallel_size: 2
     vllm.gpu_memory_utilization: 0.5
-    vllm.sync_backend: {sync}   # gloo on ROCm: RCCL weight sync across nodes needs P2P/SHM off
+{sync}    data.prompt_dataset: /data/prompts.jsonl   # required: OpenRLHF splits it at start-up
+    data.input_key: prompt
     ds.param_dtype: bf16
   runtime_env:
     working_dir: /workspace
@@ -66,7 +67,12 @@ def starter_spec(preset: str, framework: str, nodes: int) -> str:
         per_node=per_node,
         gpus=nodes * per_node,
         engines=nodes * per_node // 2,
-        sync="gloo" if info.vendor == "amd" else "nccl",
+        sync=(
+            "    vllm.sync_backend: gloo      # ROCm: a Ray gloo group instead of RCCL; gloo\n"
+            "    vllm.sync_with_ray: true     # alone would still sync over NCCL\n"
+            if info.vendor == "amd"
+            else "    vllm.sync_backend: nccl      # all colocated: CUDA IPC, no NCCL group\n"
+        ),
     )
     versions = 'versions:\n  openrlhf: "0.11.2"\n\n' if framework == "openrlhf" else ""
     image = {

@@ -117,6 +117,20 @@ CASES = [
             "network.nccl_env.NCCL_SHM_DISABLE=1",
         ],
     ),
+    # gloo alone is not the fix: OpenRLHF still builds a PyNccl group (ppo_actor.py)
+    (
+        "rocm-weight-sync",
+        ORL_AMD,
+        ["workload.args.vllm_sync_with_ray=false"],
+        ["workload.args.vllm_sync_with_ray=true"],
+    ),
+    # all colocated with nccl: CUDA IPC, no process group to fail
+    (
+        "rocm-weight-sync",
+        ORL,
+        ["hardware.preset=mi300x", "workload.args.vllm.sync_backend=gloo"],
+        ["hardware.preset=mi300x"],
+    ),
     (
         "gpu-memory-utilization",
         VERL,
@@ -160,6 +174,12 @@ CASES = [
         VERL,
         ["container.env.OPENAI_API_KEY=sk-123"],
         ["container.env.OPENAI_BASE_URL=http://x"],
+    ),
+    (
+        "literal-secret",
+        ORL,
+        ["workload.args.logger.wandb.key=0123abcd"],
+        ["workload.args.logger.wandb.key=true"],  # the fix: WANDB_API_KEY via env_passthrough
     ),
 ]
 

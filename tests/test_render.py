@@ -283,3 +283,16 @@ def test_hostile_value_round_trips_exactly(tmp_path: Path) -> None:
     )
     out = subprocess.run(["bash", str(probe)], capture_output=True, text=True, check=True)
     assert out.stdout == value
+
+
+@pytest.mark.parametrize("preset", ["mi300x", "mi250x", "h100", "h800", "a100"])
+def test_presets_follow_current_upstream_guidance(preset: str) -> None:
+    """NCCL_CUMEM_ENABLE=0 breaks ncclCommInitRank under NCCL 2.27+ (OpenRLHF 39c78469) and
+    CUDA_DEVICE_MAX_CONNECTIONS=1 is for Megatron only (verl #6976): neither is set for every
+    container; memlock and stack ulimits are (verl AMD quick start, NGC PyTorch)."""
+    spec = load_spec(ROOT / "examples" / "verl-gsm8k-mi300x.yaml", [f"hardware.preset={preset}"])
+    plan = build_plan(spec.spec)
+    assert not {"NCCL_CUMEM_ENABLE", "CUDA_DEVICE_MAX_CONNECTIONS"} & set(plan.container_env)
+    args = plan.docker_run_args
+    ulimits = [args[i + 1] for i, a in enumerate(args) if a == "--ulimit"]
+    assert ulimits == ["memlock=-1", "stack=67108864"]

@@ -279,8 +279,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"IndexError: tuple index out of range",
         "the known Ray 2.12 / ROCm device-manager crash (on AMD nodes)",
         "Ray 2.12.0's AMD GPU manager",
-        "RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES=1 before ray start, vllm_sync_backend "
-        "gloo; better: Ray >= 2.45",
+        "RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES=1 before ray start; better: Ray >= 2.45",
         "rule ray-2.12-rocm",
         "seeds (OpenRLHF on MI300X), OpenRLHF #667",
     ),

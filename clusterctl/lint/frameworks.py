@@ -31,7 +31,7 @@ OPENRLHF_UNKNOWN = Rule(
     "openrlhf-unknown-arg",
     "error",
     "an argument OpenRLHF's parser does not define",
-    "fix the name (see the did-you-mean); OpenRLHF renamed flags to dotted names in 0.11",
+    "fix the name (see the did-you-mean); OpenRLHF renamed flags to dotted names in 0.10.2",
     "openrlhf/cli/train_ppo_ray.py argument parser",
     lambda spec: (),
 )

@@ -13,6 +13,7 @@ from clusterctl.lint.workload import (
     as_int,
     openrlhf,
     openrlhf_gpu_budget,
+    openrlhf_weight_sync,
     role_shape,
     truthy,
     verl,
@@ -395,18 +396,20 @@ def _compile(spec: JobSpec) -> Findings:
 @rule(
     "rocm-weight-sync",
     "error",
-    "OpenRLHF's NCCL weight sync across nodes fails on ROCm without P2P/SHM disabled",
-    "set vllm_sync_backend: gloo, or network.nccl_env NCCL_P2P_LEVEL=LOC and NCCL_SHM_DISABLE=1",
-    "seeds: OpenRLHF on ROCm (RCCL path selection); OpenRLHF #667",
+    "OpenRLHF's weight sync runs over RCCL on ROCm without P2P/SHM disabled",
+    "set vllm.sync_with_ray: true with vllm.sync_backend: gloo (flat: vllm_sync_with_ray, "
+    "vllm_sync_backend) to sync over a Ray gloo group, or set network.nccl_env "
+    "NCCL_P2P_LEVEL=LOC and NCCL_SHM_DISABLE=1; sync_backend gloo alone still syncs over "
+    "NCCL in OpenRLHF 0.9.10-0.11.2",
+    "seeds: OpenRLHF on ROCm (RCCL path selection), OpenRLHF #667; the sync path read from "
+    "openrlhf/trainer/ray/ppo_actor.py 0.9.10, 0.10.2, 0.11.2",
 )
 def _rocm_sync(spec: JobSpec) -> Findings:
     wl = spec.workload
     if _vendor(spec) != "amd" or not isinstance(wl, OpenRLHFWorkload):
         return
-    if vllm_shape(wl)[0] == 0:
-        return
-    backend = openrlhf(wl, "sync_backend")
-    if str(backend.value) != "nccl" or truthy(openrlhf(wl, "sync_with_ray").value):
+    path = openrlhf_weight_sync(wl)
+    if path not in ("pynccl", "ray-nccl"):
         return
     env = _env(spec)
     safe = (
@@ -414,9 +417,16 @@ def _rocm_sync(spec: JobSpec) -> Findings:
         and env.get("NCCL_SHM_DISABLE", ((), ""))[1] == "1"
     )
     if not safe:
+        backend = openrlhf(wl, "sync_backend")
+        how = (
+            "a Ray collective group on nccl"
+            if path == "ray-nccl"
+            else f"vLLM's PyNccl group (sync_backend {backend.value} only picks CUDA IPC vs "
+            "broadcast)"
+        )
         yield (
             backend.path("args"),
-            "NCCL weight sync on ROCm without NCCL_P2P_LEVEL=LOC and NCCL_SHM_DISABLE=1",
+            f"weights go over {how} on ROCm without NCCL_P2P_LEVEL=LOC and NCCL_SHM_DISABLE=1",
         )
 
 

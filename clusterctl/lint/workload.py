@@ -158,3 +158,30 @@ def openrlhf_gpu_budget(wl: OpenRLHFWorkload) -> tuple[int, list[str]]:
         total += vllm
         parts.append(f"vLLM {engines}x{tp}")
     return total, parts
+
+
+SyncPath = str  # "none", "cuda-ipc", "ray-gloo", "ray-nccl" or "pynccl"
+
+
+def openrlhf_weight_sync(wl: OpenRLHFWorkload) -> SyncPath:
+    """How OpenRLHF moves the actor's weights into its vLLM engines.
+
+    Read from trainer/ray/ppo_actor.py of 0.9.10, 0.10.2 and 0.11.2 (the same logic in each;
+    flat flag names before 0.10.2): CUDA IPC when the backend is nccl, all models are
+    colocated and training is synchronous; otherwise a process group of rank 0 and every
+    engine: with sync_with_ray, a Ray collective group on the chosen backend; without it,
+    `stateless_init_process_group` -> vLLM's PyNcclCommunicator, i.e. NCCL (RCCL on ROCm)
+    whatever sync_backend says.
+    """
+    if vllm_shape(wl)[0] == 0:
+        return "none"
+    backend = str(openrlhf(wl, "sync_backend").value)
+    if (
+        backend == "nccl"
+        and truthy(openrlhf(wl, "colocate_all").value)
+        and not truthy(openrlhf(wl, "async_train").value)
+    ):
+        return "cuda-ipc"
+    if truthy(openrlhf(wl, "sync_with_ray").value):
+        return "ray-gloo" if backend == "gloo" else "ray-nccl"
+    return "pynccl"

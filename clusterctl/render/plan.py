@@ -187,6 +187,8 @@ def docker_run_args(spec: JobSpec, env: dict[str, str]) -> list[str]:
     for group in c.group_add or []:
         args += ["--group-add", group]
     args += list(preset.docker_gpu_flags)
+    for ulimit in preset.ulimits:
+        args += ["--ulimit", ulimit]
     if preset.vendor == "amd":
         args += ["--cap-add", "SYS_PTRACE", "--security-opt", "seccomp=unconfined"]
     for mount in c.mounts:

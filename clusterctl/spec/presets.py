@@ -17,18 +17,33 @@ PresetName = Literal["mi300x", "mi250x", "h100", "h800", "a100", "none"]
 # (ray-project/ray#53737, verl #1399/#1471): the "do not touch visibility" switch follows it.
 RAY_HIP_SWITCH = (2, 45)
 
-# RCCL/NCCL settings that the seeds' verl-on-AMD guide and verl's AMD docs use on MI300.
+# Environment every container of an AMD node gets. Each value: its upstream source and the
+# versions it applies to. Not set (current upstream says to avoid them globally):
+# - NCCL_CUMEM_ENABLE=0: OpenRLHF sets it itself only for vLLM < 0.16, since it "causes
+#   ncclCommInitRank to fail ... under NCCL 2.27+" (OpenRLHF commit 39c78469, 2026-03-05);
+#   verl sets it on rollout workers only (verl #5522, 0.9.x).
+# - CUDA_DEVICE_MAX_CONNECTIONS=1: verl sets it for Megatron on Hopper/Ampere only and FSDP2
+#   must not have it (verl #6976, trainer/constants_ppo.py in 0.9.1).
 _AMD_COLLECTIVE_ENV = {
+    # All six: the AMD multi-node script in verl's docs/start/multinode.rst (verl main,
+    # checked 2026-11, for AMD's rocm/verl images on ROCm 6.2-7.x, MI300X); the first four
+    # are also in the seeds' verl-on-AMD guide (ROCm 6.2). Left out of that script's list:
+    # NCCL_IB_HCA and NCCL_IB_GID_INDEX (per cluster: network.hcas, network.gid_index),
+    # NCCL_CROSS_NIC=0 and NCCL_PROTO=Simple (tuning for that cluster's fabric: nccl_env).
     "HSA_NO_SCRATCH_RECLAIM": "1",
     "RCCL_MSCCL_ENABLE": "0",
     "TORCH_NCCL_HIGH_PRIORITY": "1",
     "GPU_MAX_HW_QUEUES": "2",
-    "NCCL_CUMEM_ENABLE": "0",
+    "NCCL_CHECKS_DISABLE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
 }
-_NVIDIA_COLLECTIVE_ENV = {
-    "NCCL_CUMEM_ENABLE": "0",
-    "CUDA_DEVICE_MAX_CONNECTIONS": "1",
-}
+_NVIDIA_COLLECTIVE_ENV: dict[str, str] = {}
+
+# docker run --ulimit values for GPU nodes: memlock unlimited (RDMA registers pinned memory)
+# and a 64 MiB stack. AMD: verl docs/amd_tutorial/amd_quick_start.rst and AMD's ROCm docs
+# 26.06/26.09 training containers; NVIDIA: the NGC PyTorch container's start-up notice
+# (nvcr.io/nvidia/pytorch 23.xx-26.xx) asks for the same two.
+GPU_ULIMITS = ("memlock=-1", "stack=67108864")
 
 
 @dataclass(frozen=True)
@@ -41,6 +56,7 @@ class Preset:
     devices: tuple[str, ...] = ()
     group_add: tuple[str, ...] = ()
     docker_gpu_flags: tuple[str, ...] = ()
+    ulimits: tuple[str, ...] = ()
     dockerfile: Literal["rocm", "cuda", "cpu"] = "cpu"
     default_fabric: Literal["ib", "roce", "ethernet"] = "ethernet"
     shm_size: str = "2g"
@@ -67,6 +83,7 @@ _AMD = {
     "default_fabric": "ib",
     "shm_size": "128g",
     "collective_env": _AMD_COLLECTIVE_ENV,
+    "ulimits": GPU_ULIMITS,
     "visibility_vars": ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"),
 }
 _NVIDIA = {
@@ -76,6 +93,7 @@ _NVIDIA = {
     "default_fabric": "ib",
     "shm_size": "64g",
     "collective_env": _NVIDIA_COLLECTIVE_ENV,
+    "ulimits": GPU_ULIMITS,
     "visibility_vars": ("CUDA_VISIBLE_DEVICES",),
 }
 

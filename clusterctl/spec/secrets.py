@@ -30,10 +30,10 @@ _TOKEN_VALUE = re.compile(
     r"\b(hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|"
     r"github_pat_[A-Za-z0-9_]{30,}|xox[abposr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})\b"
 )
-# OpenRLHF's --use_wandb takes the API key itself; a true value lets wandb read
-# WANDB_API_KEY from the environment (openrlhf/trainer/ppo_trainer.py: wandb.login is
-# skipped when wandb.api.api_key is already set).
-_KEY_FLAGS = {"use_wandb"}
+# OpenRLHF's --use_wandb (0.9.10) / --logger.wandb.key (0.11.2) takes the API key itself; any
+# true value will do when WANDB_API_KEY comes from the environment: utils/logging_utils.py
+# calls wandb.login(key=...) only when wandb.api.api_key is not already set.
+_KEY_FLAGS = {"use_wandb", "logger.wandb.key"}
 _TRUE_WORDS = {"true", "1", "yes"}
 # $NAME or ${NAME}: text that a shell would expand, which nothing here does.
 _REFERENCE = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)")
