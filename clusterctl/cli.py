@@ -82,6 +82,10 @@ def validate(spec: str, assignments: tuple[str, ...], allowed: tuple[str, ...]) 
     """Check SPEC: schema, contradictions between sections, lint rules."""
     with user_errors():
         loaded = _load(spec, assignments, allowed)
+        from clusterctl.lint.frameworks import fidelity_notes
+
+        for note in fidelity_notes(loaded.spec):
+            click.echo(f"note: {note}", err=True)
     s = loaded.spec
     click.echo(
         f"{spec}: ok ({s.slurm.nodes} nodes x {s.slurm.gpus_per_node} GPUs, "

@@ -114,3 +114,69 @@ def test_verl_unknown_key_gets_did_you_mean(verl_091: tuple[str, ...]) -> None:
     (finding,) = fidelity_findings(spec, verl_091)
     assert finding.rule.id == "verl-unknown-key"
     assert "did you mean 'actor_rollout_ref.rollout.gpu_memory_utilization'" in finding.message
+
+
+# ---- OpenRLHF's own start-up checks are the judge --------------------------------------------
+
+ORL_DOTTED = ROOT / "examples" / "openrlhf-70b-h800.yaml"
+ORL_FLAT = ROOT / "examples" / "openrlhf-mi300x-single-node.yaml"
+
+
+@pytest.mark.parametrize(
+    "example, version, sets, upstream_says",
+    [
+        # a mutually exclusive pair: async training with vLLM sleep mode
+        (
+            ORL_DOTTED,
+            "0.11.2",
+            ["workload.args.train.async_enable=true"],
+            "Async RLHF is not supported with --vllm.enable_sleep.",
+        ),
+        # an estimator that needs several samples per prompt
+        (
+            ORL_DOTTED,
+            "0.11.2",
+            ["workload.args.algo.advantage.estimator=rloo"],
+            "rloo requires n_samples_per_prompt > 1",
+        ),
+        (
+            ORL_FLAT,
+            "0.9.10",
+            ["workload.args.advantage_estimator=rloo"],
+            "rloo requires n_samples_per_prompt > 1",
+        ),
+        # a required value missing: gae's critic is derived from the reward model's path
+        (
+            ORL_DOTTED,
+            "0.11.2",
+            ["workload.args.reward.model_name_or_path=null"],
+            "AttributeError: 'NoneType' object has no attribute 'split'",
+        ),
+    ],
+)
+def test_openrlhf_startup_verdict_is_openrlhfs_own(
+    example: Path, version: str, sets: list[str], upstream_says: str
+) -> None:
+    spec = load_spec(example, sets).spec
+    (finding,) = fidelity_findings(spec, installed("openrlhf", version))
+    assert finding.rule.id == "openrlhf-startup-check"
+    assert finding.message.endswith(upstream_says)
+
+
+def test_openrlhf_wrong_dataset_key_is_an_unknown_argument() -> None:
+    spec = load_spec(ORL_DOTTED, ["workload.args.data.prompt_key=prompt"]).spec
+    (finding,) = fidelity_findings(spec, installed("openrlhf", "0.11.2"))
+    assert finding.rule.id == "openrlhf-unknown-arg"
+    assert finding.path == ("workload", "args", "data.prompt_key")
+
+
+def test_validate_says_which_upstream_checks_ran(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    env = {"CLUSTERCTL_FRAMEWORK_PATH": installed("openrlhf", "0.11.2")[0]}
+    ran = run_cli("validate", str(ORL_DOTTED), env=env)
+    assert ran.returncode == 0, ran.stderr
+    assert "OpenRLHF 0.11.2: its own parser and start-up checks ran" in ran.stderr
+    missing = run_cli("validate", str(ORL_DOTTED), "--set", "versions.openrlhf=0.11.1")
+    assert "OpenRLHF 0.11.1 is not installed here" in missing.stderr
+    assert "did not run" in missing.stderr

@@ -35,6 +35,18 @@ CASES = [
     ("openrlhf-flag-generation", ORL, ["versions.openrlhf=0.9.10"], ["versions.openrlhf=0.10.2"]),
     ("openrlhf-flag-generation", ORL_AMD, ["versions.openrlhf=0.11.2"], []),
     (
+        "openrlhf-prompt-data",
+        ORL,
+        ["workload.args.data.prompt_dataset=null"],
+        [],
+    ),
+    (
+        "openrlhf-prompt-data",
+        ORL_AMD,
+        ["workload.args.prompt_data="],
+        ["workload.args.prompt_data=/data/p.jsonl"],
+    ),
+    (
         "trainer-needs-gpus",
         VERL,
         [

@@ -12,6 +12,11 @@ import ast
 import difflib
 import importlib.machinery
 import importlib.metadata
+import json
+import os
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -35,7 +40,16 @@ OPENRLHF_UNKNOWN = Rule(
     "openrlhf/cli/train_ppo_ray.py argument parser",
     lambda spec: (),
 )
-FIDELITY_RULES = (VERL_UNKNOWN, OPENRLHF_UNKNOWN)
+OPENRLHF_STARTUP = Rule(
+    "openrlhf-startup-check",
+    "error",
+    "OpenRLHF's own start-up checks refuse the arguments",
+    "change the arguments as OpenRLHF's message says",
+    "openrlhf/cli/train_ppo_ray.py of the pinned release: its parser and the checks before "
+    "train(args), run as OpenRLHF wrote them",
+    lambda spec: (),
+)
+FIDELITY_RULES = (VERL_UNKNOWN, OPENRLHF_UNKNOWN, OPENRLHF_STARTUP)
 
 # The Hydra config each verl entry point composes.
 VERL_CONFIGS = {"verl.trainer.main_ppo": "ppo_trainer"}
@@ -97,28 +111,123 @@ def _did_you_mean(name: str, options: set[str] | frozenset[str]) -> str:
     return f"; did you mean {near[0]!r}?" if near else ""
 
 
+@cache
+def run_openrlhf_startup(site: str, entrypoint: str, argv: tuple[str, ...]) -> dict[str, str]:
+    """OpenRLHF's own parser and start-up checks on ``argv`` (see openrlhf_startup.py)."""
+    judge = Path(__file__).with_name("openrlhf_startup.py")
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-I", str(judge), site, entrypoint, "--", *argv],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
+        return {"status": "cannot-run", "message": f"the check itself failed: {exc}"}
+
+
+def _arg_named_in(message: str, wl: OpenRLHFWorkload) -> str | None:
+    """The spec's argument that OpenRLHF's message names, if any (longest name first)."""
+    for key in sorted(wl.args, key=len, reverse=True):
+        name = key.lstrip("-")
+        if f"--{name}" in message or name in message or name.replace(".", "_") in message:
+            return key
+    for key, value in wl.args.items():  # else the argument whose value it names
+        if (
+            isinstance(value, str)
+            and len(value) >= 3
+            and re.search(rf"\b{re.escape(value)}\b", message)
+        ):
+            return key
+    return None
+
+
 def check_openrlhf(
     wl: OpenRLHFWorkload, pinned: str | None, path: SearchPath = None
 ) -> Iterator[Finding]:
-    """Check the arguments against the installed OpenRLHF, when it is the pinned version."""
-    installed = installed_version("openrlhf", path)
-    if installed is None or (pinned is not None and installed != pinned):
-        return  # another release's parser would judge the wrong generation of flags
-    flags = openrlhf_flags(wl.entrypoint, path)
-    if flags is None:
+    """Judge the arguments with the pinned OpenRLHF's own parser and start-up checks."""
+    site = openrlhf_site(pinned, path)
+    if site is None:
         return
-    for key in wl.args:
-        name = key.lstrip("-")
-        if name not in flags:
-            other = name.replace(".", "_") if "." in name else None
-            hint = (
-                f"; this OpenRLHF uses {other!r}" if other in flags else _did_you_mean(name, flags)
-            )
-            yield Finding(
-                OPENRLHF_UNKNOWN,
-                ("workload", "args", key),
-                f"--{name} is not an argument of {wl.entrypoint}{hint}",
-            )
+    from clusterctl.render.plan import openrlhf_args
+
+    verdict = run_openrlhf_startup(str(site), wl.entrypoint, tuple(openrlhf_args(wl)))
+    if verdict["status"] != "rejected":
+        return
+    message = verdict["message"]
+    if "unrecognized arguments" in message:
+        flags = openrlhf_flags(wl.entrypoint, (str(site),)) or frozenset()
+        for key in wl.args:
+            name = key.lstrip("-")
+            if name not in flags:
+                other = name.replace(".", "_") if "." in name else None
+                hint = (
+                    f"; this OpenRLHF uses {other!r}"
+                    if other in flags
+                    else _did_you_mean(name, flags)
+                )
+                yield Finding(
+                    OPENRLHF_UNKNOWN,
+                    ("workload", "args", key),
+                    f"--{name} is not an argument of {wl.entrypoint}{hint}",
+                )
+        return
+    named = _arg_named_in(message, wl)
+    yield Finding(
+        OPENRLHF_STARTUP,
+        ("workload", "args", named) if named else ("workload", "args"),
+        f"OpenRLHF {pinned or ''} refuses these arguments at start-up: {message}",
+    )
+
+
+def openrlhf_site(pinned: str | None, path: SearchPath = None) -> Path | None:
+    """The directory holding the pinned OpenRLHF: on ``path`` (default: sys.path and each
+    directory of $CLUSTERCTL_FRAMEWORK_PATH), where its version is ``pinned``."""
+    for entry in path or _search_path():
+        installed = installed_version("openrlhf", (entry,))
+        if installed is not None and (pinned is None or installed == pinned):
+            root = package_dir("openrlhf", (entry,))
+            return root.parent if root is not None else None
+    return None
+
+
+def _search_path() -> tuple[str, ...]:
+    extra = os.environ.get("CLUSTERCTL_FRAMEWORK_PATH", "")
+    return (*[p for p in extra.split(os.pathsep) if p], *sys.path)
+
+
+def fidelity_notes(spec: JobSpec, path: SearchPath = None) -> list[str]:
+    """Which upstream checks ran for this spec, and which could not run here and why."""
+    wl = spec.workload
+    if isinstance(wl, OpenRLHFWorkload):
+        pinned = spec.versions.openrlhf
+        site = openrlhf_site(pinned, path)
+        if site is None:
+            return [
+                f"OpenRLHF {pinned or '(versions.openrlhf unset)'} is not installed here: its "
+                "parser and start-up checks did not run (pip install --no-deps --target DIR "
+                f"openrlhf=={pinned or 'X'}; CLUSTERCTL_FRAMEWORK_PATH=DIR)"
+            ]
+        from clusterctl.render.plan import openrlhf_args
+
+        verdict = run_openrlhf_startup(str(site), wl.entrypoint, tuple(openrlhf_args(wl)))
+        if verdict["status"] == "cannot-run":
+            return [f"OpenRLHF {pinned}: its start-up checks could not run: {verdict['message']}"]
+        return [
+            f"OpenRLHF {pinned}: its own parser and start-up checks ran ({site}); "
+            "train() itself (datasets, models, Ray placement) needs GPUs and did not"
+        ]
+    if isinstance(wl, VerlWorkload):
+        config = VERL_CONFIGS.get(wl.entrypoint)
+        if config is None or verl_config_keys(config, path) is None:
+            return ["verl is not installed here: its Hydra config did not judge the overrides"]
+        return [
+            f"verl: overrides composed against its {config} Hydra config; verl's "
+            "validate_config did not run (not yet wired)"
+        ]
+    return []
 
 
 @cache

@@ -136,6 +136,22 @@ def _openrlhf_colocation(spec: JobSpec) -> Findings:
 
 
 @rule(
+    "openrlhf-prompt-data",
+    "error",
+    "OpenRLHF PPO without a prompt dataset",
+    "set data.prompt_dataset (flat before 0.10.2: prompt_data) to a dataset path or HF name",
+    "openrlhf/trainer/ppo_trainer.py prepare_datasets: blending_datasets(args.data."
+    "prompt_dataset, ...) splits it at start-up (0.9.10: args.prompt_data); the default is None",
+)
+def _openrlhf_prompts(spec: JobSpec) -> Findings:
+    wl = spec.workload
+    if isinstance(wl, OpenRLHFWorkload) and wl.entrypoint == "openrlhf.cli.train_ppo_ray":
+        setting = openrlhf(wl, "prompt_data")
+        if not setting.value or setting.value is True:
+            yield setting.path("args"), "no prompt dataset: OpenRLHF fails preparing its data"
+
+
+@rule(
     "trainer-needs-gpus",
     "error",
     "verl and OpenRLHF train on GPUs; the spec gives them none",

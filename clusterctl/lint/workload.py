@@ -34,7 +34,11 @@ OPENRLHF_FLAGS: dict[str, tuple[str, str]] = {
     "remote_rm_url": ("remote_rm_url", "reward.remote_url"),
     "async_train": ("async_train", "train.async_enable"),
     "param_dtype": ("param_dtype", "ds.param_dtype"),
-    "fp16": ("fp16", "fp16"),  # a bare flag in releases before param_dtype
+    "fp16": ("fp16", "fp16"),
+    "prompt_data": (
+        "prompt_data",
+        "data.prompt_dataset",
+    ),  # a bare flag in releases before param_dtype
 }
 # OpenRLHF 0.10.2 switched from flat (--actor_num_nodes) to dotted (--actor.num_nodes) flags.
 OPENRLHF_DOTTED_SINCE = (0, 10, 2)
