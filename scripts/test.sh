@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q -e '.[test]'
 clusterctl dev-cluster up --nodes 4
+# verl's own validate_config judges the verl specs in the tests (tests/test_frameworks.py)
+CLUSTERCTL_VERL_PYTHON=$(bash scripts/framework-judges.sh)
+export CLUSTERCTL_VERL_PYTHON
 ruff check clusterctl tests benchmarks
 ruff format --check clusterctl tests benchmarks
 mypy

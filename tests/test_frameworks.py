@@ -7,13 +7,16 @@ directory per release, so two OpenRLHF generations can be checked side by side.
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from clusterctl.lint.frameworks import fidelity_findings, parser_flags
+from clusterctl.lint.frameworks import fidelity_findings, fidelity_notes, parser_flags
 from clusterctl.spec import load_spec
 from tests.conftest import ROOT
 
@@ -180,3 +183,136 @@ def test_validate_says_which_upstream_checks_ran(tmp_path: Path) -> None:
     missing = run_cli("validate", str(ORL_DOTTED), "--set", "versions.openrlhf=0.11.1")
     assert "OpenRLHF 0.11.1 is not installed here" in missing.stderr
     assert "did not run" in missing.stderr
+
+
+# ---- verl's own validate_config is the judge -------------------------------------------------
+
+VERL_EXAMPLE = ROOT / "examples" / "verl-gsm8k-mi300x.yaml"
+ACTOR_MBS = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"
+ROLLOUT_MBS = "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"
+REF_MBS = "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"
+CRITIC_MBS = "critic.ppo_micro_batch_size_per_gpu"
+
+
+@pytest.fixture(scope="module")
+def verl_python(monkeypatch_module: pytest.MonkeyPatch) -> str:
+    """A Python with verl 0.9.1 and its dependencies (scripts/framework-judges.sh)."""
+    python = (
+        os.environ.get("CLUSTERCTL_VERL_PYTHON")
+        or subprocess.run(
+            ["bash", str(ROOT / "scripts" / "framework-judges.sh")],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=1800,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
+    monkeypatch_module.setenv("CLUSTERCTL_VERL_PYTHON", python)
+    return python
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
+@pytest.fixture(scope="module")
+def local_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small model config.json written by the test: verl reads it, nothing is downloaded."""
+    model = tmp_path_factory.mktemp("qwen2")
+    config = {
+        "architectures": ["Qwen2ForCausalLM"],
+        "model_type": "qwen2",
+        "hidden_size": 896,
+        "intermediate_size": 4864,
+        "num_attention_heads": 14,
+        "num_hidden_layers": 2,
+        "num_key_value_heads": 2,
+        "vocab_size": 151936,
+        "max_position_embeddings": 32768,
+        "rms_norm_eps": 1e-06,
+        "torch_dtype": "bfloat16",
+    }
+    (model / "config.json").write_text(json.dumps(config))
+    return model
+
+
+def _verl(local_model: Path, *sets: str) -> list[str]:
+    paths = [
+        f"workload.overrides.actor_rollout_ref.model.path={local_model}",
+        f"workload.overrides.critic.model.path={local_model}",
+    ]
+    spec = load_spec(VERL_EXAMPLE, [*paths, *sets]).spec
+    return [f"{f.rule.id}: {f.message}" for f in fidelity_findings(spec)]
+
+
+def test_verl_example_passes_verls_own_validation(verl_python: str, local_model: Path) -> None:
+    assert _verl(local_model) == []
+    paths = [
+        f"workload.overrides.actor_rollout_ref.model.path={local_model}",
+        f"workload.overrides.critic.model.path={local_model}",
+    ]
+    spec = load_spec(VERL_EXAMPLE, paths).spec
+    notes = fidelity_notes(spec)
+    assert notes == ["verl 0.9.1: its own validate_config ran on the composed ppo_trainer config"]
+
+
+@pytest.mark.parametrize(
+    "sets, verl_says",
+    [
+        (
+            [f"workload.overrides.{ACTOR_MBS}=null"],
+            "Please set at least one of 'actor.ppo_micro_batch_size' or "
+            "'actor.ppo_micro_batch_size_per_gpu'",
+        ),
+        (
+            [f"workload.overrides.{ROLLOUT_MBS}=null"],
+            "[actor_rollout_ref.rollout] Please set at least one of "
+            "'actor_rollout_ref.rollout.log_prob_micro_batch_size'",
+        ),
+        (
+            [
+                f"workload.overrides.{REF_MBS}=null",
+                "workload.overrides.actor_rollout_ref.actor.use_kl_loss=true",
+            ],
+            "[actor_rollout_ref.ref] Please set at least one of "
+            "'actor_rollout_ref.ref.log_prob_micro_batch_size'",
+        ),
+        (
+            [f"workload.overrides.{CRITIC_MBS}=null"],
+            "[critic] Please set at least one of 'critic.micro_batch_size'",
+        ),
+        (
+            ["workload.overrides.actor_rollout_ref.rollout.log_prob_micro_batch_size=8"],
+            "You have set both 'actor_rollout_ref.rollout.log_prob_micro_batch_size' AND",
+        ),
+    ],
+)
+def test_verl_broken_variants_fail_with_verls_cause(
+    verl_python: str, local_model: Path, sets: list[str], verl_says: str
+) -> None:
+    (finding,) = _verl(local_model, *sets)
+    assert finding.startswith("verl-startup-check: verl 0.9.1 refuses this config at start-up")
+    assert verl_says in finding
+
+
+def test_verl_ref_batch_only_needed_with_a_reference_policy(
+    verl_python: str, local_model: Path
+) -> None:
+    # no KL loss, no KL in reward: verl builds no reference policy and asks nothing of it
+    assert _verl(local_model, f"workload.overrides.{REF_MBS}=null") == []
+
+
+def test_verl_wrong_dataset_key_gets_did_you_mean(verl_python: str, local_model: Path) -> None:
+    (finding,) = _verl(local_model, "workload.overrides.data.train_file=/data/x.parquet")
+    assert finding.startswith("verl-unknown-key") and "did you mean 'data.train_files'" in finding
+
+
+def test_verl_model_on_the_hub_is_never_downloaded(verl_python: str) -> None:
+    spec = load_spec(VERL_EXAMPLE).spec  # model: Qwen/Qwen2-7B-Instruct, a Hub name
+    assert fidelity_findings(spec) == []
+    (note,) = fidelity_notes(spec)
+    assert note.startswith("verl 0.9.1: validate_config could not run: the model-dependent")

@@ -49,7 +49,16 @@ OPENRLHF_STARTUP = Rule(
     "train(args), run as OpenRLHF wrote them",
     lambda spec: (),
 )
-FIDELITY_RULES = (VERL_UNKNOWN, OPENRLHF_UNKNOWN, OPENRLHF_STARTUP)
+VERL_STARTUP = Rule(
+    "verl-startup-check",
+    "error",
+    "verl's own validate_config refuses the composed config",
+    "change the overrides as verl's message says",
+    "verl/trainer/main_ppo.py main(): validate_config(config, need_reference_policy(config), "
+    "need_critic(config)) of the pinned release, run as verl wrote it",
+    lambda spec: (),
+)
+FIDELITY_RULES = (VERL_UNKNOWN, OPENRLHF_UNKNOWN, OPENRLHF_STARTUP, VERL_STARTUP)
 
 # The Hydra config each verl entry point composes.
 VERL_CONFIGS = {"verl.trainer.main_ppo": "ppo_trainer"}
@@ -111,21 +120,100 @@ def _did_you_mean(name: str, options: set[str] | frozenset[str]) -> str:
     return f"; did you mean {near[0]!r}?" if near else ""
 
 
-@cache
-def run_openrlhf_startup(site: str, entrypoint: str, argv: tuple[str, ...]) -> dict[str, str]:
-    """OpenRLHF's own parser and start-up checks on ``argv`` (see openrlhf_startup.py)."""
-    judge = Path(__file__).with_name("openrlhf_startup.py")
+def _run_judge(
+    python: str, script: str, args: tuple[str, ...], env: dict[str, str] | None = None
+) -> dict[str, str]:
+    """Run one of the judge scripts beside this module; its last stdout line is JSON."""
+    judge = Path(__file__).with_name(script)
     try:
         proc = subprocess.run(
-            [sys.executable, "-I", str(judge), site, entrypoint, "--", *argv],
+            [python, str(judge), *args],
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=300,
             check=False,
+            env={**os.environ, **(env or {})},
         )
         return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
         return {"status": "cannot-run", "message": f"the check itself failed: {exc}"}
+
+
+@cache
+def run_openrlhf_startup(site: str, entrypoint: str, argv: tuple[str, ...]) -> dict[str, str]:
+    """OpenRLHF's own parser and start-up checks on ``argv`` (see openrlhf_startup.py)."""
+    return _run_judge(sys.executable, "openrlhf_startup.py", (site, entrypoint, "--", *argv))
+
+
+@cache
+def run_verl_startup(
+    python: str, entrypoint: str, config: str, overrides: tuple[str, ...], hf_home: str | None
+) -> dict[str, str]:
+    """verl's own validate_config on the composed config (see verl_startup.py)."""
+    env = {"HF_HOME": hf_home} if hf_home else None
+    return _run_judge(python, "verl_startup.py", (entrypoint, config, "--", *overrides), env)
+
+
+@cache
+def _verl_version(python: str) -> str | None:
+    if python == sys.executable:
+        return installed_version("verl")
+    code = "import importlib.metadata as m; print(m.version('verl'))"
+    try:
+        proc = subprocess.run(
+            [python, "-c", code], capture_output=True, text=True, timeout=60, check=False
+        )
+    except OSError:
+        return None
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+@cache
+def _verl_site(python: str) -> SearchPath:
+    """The directory holding verl in ``python``, found without importing verl."""
+    code = "import importlib.util as u; print(u.find_spec('verl').submodule_search_locations[0])"
+    proc = subprocess.run(
+        [python, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    return (str(Path(proc.stdout.strip()).parent),) if proc.returncode == 0 else None
+
+
+def verl_python(pinned: str | None) -> str | None:
+    """A Python where the pinned verl is installed with its dependencies:
+    $CLUSTERCTL_VERL_PYTHON, else the one clusterctl runs on."""
+    for python in (os.environ.get("CLUSTERCTL_VERL_PYTHON"), sys.executable):
+        if python and (version := _verl_version(python)) and pinned in (None, version):
+            return python
+    return None
+
+
+def _on_this_host(spec: JobSpec, container_path: str) -> str | None:
+    """Where a container path of the spec's mounts is on this machine, if readable here."""
+    for mount in spec.container.mounts:
+        target = mount.target.rstrip("/")
+        if container_path == target or container_path.startswith(target + "/"):
+            host = mount.source.rstrip("/") + container_path[len(target) :]
+            return host if os.access(host, os.R_OK) else None
+    return container_path if os.access(container_path, os.R_OK) else None
+
+
+def verl_judge_inputs(spec: JobSpec, wl: VerlWorkload) -> tuple[tuple[str, ...], str | None]:
+    """The job's overrides with model paths mapped to this machine through the spec's mounts,
+    and the HF cache the containers would use (HF_HOME under a mount), when readable here."""
+    from clusterctl.render.plan import hydra_value, verl_argv
+
+    overrides = []
+    for item in verl_argv(spec, wl)[3:]:
+        key, _, _value = item.partition("=")
+        value = wl.overrides.get(key)
+        if key.endswith(".path") and isinstance(value, str) and value.startswith("/"):
+            host = _on_this_host(spec, value)
+            if host is not None:
+                item = f"{key}={hydra_value(host)}"
+        overrides.append(item)
+    hf_home = spec.container.env.get("HF_HOME")
+    host_cache = _on_this_host(spec, hf_home) if isinstance(hf_home, str) else None
+    return tuple(overrides), host_cache
 
 
 def _arg_named_in(message: str, wl: OpenRLHFWorkload) -> str | None:
@@ -220,13 +308,20 @@ def fidelity_notes(spec: JobSpec, path: SearchPath = None) -> list[str]:
             "train() itself (datasets, models, Ray placement) needs GPUs and did not"
         ]
     if isinstance(wl, VerlWorkload):
+        pinned = spec.versions.verl or "(versions.verl unset)"
         config = VERL_CONFIGS.get(wl.entrypoint)
-        if config is None or verl_config_keys(config, path) is None:
-            return ["verl is not installed here: its Hydra config did not judge the overrides"]
-        return [
-            f"verl: overrides composed against its {config} Hydra config; verl's "
-            "validate_config did not run (not yet wired)"
-        ]
+        python = verl_python(spec.versions.verl)
+        if config is None:
+            return [f"verl entry point {wl.entrypoint}: no upstream check is known for it"]
+        if python is None:
+            return [
+                f"verl {pinned} is not installed here with its dependencies: validate_config "
+                f"did not run (CLUSTERCTL_VERL_PYTHON=a Python with verl=={pinned} installed)"
+            ]
+        verdict = run_verl_startup(python, wl.entrypoint, config, *verl_judge_inputs(spec, wl))
+        if verdict["status"] == "cannot-run":
+            return [f"verl {pinned}: validate_config could not run: {verdict['message']}"]
+        return [f"verl {pinned}: its own validate_config ran on the composed {config} config"]
     return []
 
 
@@ -257,27 +352,46 @@ def verl_config_keys(config_name: str, path: SearchPath = None) -> frozenset[str
     return frozenset(keys)
 
 
-def check_verl(wl: VerlWorkload, path: SearchPath = None) -> Iterator[Finding]:
+def check_verl(spec: JobSpec, wl: VerlWorkload, path: SearchPath = None) -> Iterator[Finding]:
+    """Unknown keys against verl's composed config (did-you-mean), then verl's own
+    validate_config in a Python where the pinned verl is installed."""
     config = VERL_CONFIGS.get(wl.entrypoint)
-    keys = verl_config_keys(config, path) if config else None
-    if keys is None:
-        return
-    for key in wl.overrides:
+    python = verl_python(spec.versions.verl)
+    if path is None and python is not None and package_dir("verl") is None:
+        path = _verl_site(python)  # verl lives only in the judge's Python
+    keys = (verl_config_keys(config, path) if config else None) or frozenset()
+    unknown = False
+    for key in wl.overrides if keys else ():
         if key.startswith("+"):
             continue  # Hydra: + adds a key that the config does not have
         if key not in keys:
+            unknown = True
             yield Finding(
                 VERL_UNKNOWN,
                 ("workload", "overrides", key),
                 f"{key} is not in verl's {config} config{_did_you_mean(key, keys)}",
             )
+    if unknown or config is None or python is None:
+        return
+    verdict = run_verl_startup(python, wl.entrypoint, config, *verl_judge_inputs(spec, wl))
+    if verdict["status"] == "rejected":
+        message = verdict["message"]
+        named = next(
+            (k for k in sorted(wl.overrides, key=len, reverse=True) if k.lstrip("+~") in message),
+            None,
+        )
+        yield Finding(
+            VERL_STARTUP,
+            ("workload", "overrides", named) if named else ("workload", "overrides"),
+            f"verl {spec.versions.verl or ''} refuses this config at start-up: {message}",
+        )
 
 
 def fidelity_findings(spec: JobSpec, path: SearchPath = None) -> list[Finding]:
     """Findings against the framework packages found on ``path`` (default: sys.path)."""
     wl = spec.workload
     if isinstance(wl, VerlWorkload):
-        return list(check_verl(wl, path))
+        return list(check_verl(spec, wl, path))
     if isinstance(wl, OpenRLHFWorkload):
         return list(check_openrlhf(wl, spec.versions.openrlhf, path))
     return []

@@ -1,0 +1,84 @@
+"""Run verl's own start-up validation on the job's Hydra overrides, without starting training.
+
+Runs in a subprocess, in a Python where the pinned verl is installed with its dependencies
+(clusterctl does not need them itself): the config is composed from verl's own config
+directory with Hydra, exactly as ``@hydra.main(config_name="ppo_trainer")`` in
+``verl/trainer/main_ppo.py`` composes it, then ``verl.utils.config.validate_config`` runs with
+``need_reference_policy`` and ``need_critic`` as ``main()`` calls it (verl 0.9.1). That
+instantiates the actor, critic and model config dataclasses, whose checks run too.
+
+The network is never reached: Hugging Face libraries run offline, so a model path that is
+not on this machine (or in its HF cache) makes the model-dependent checks report that they
+could not run.
+
+    python3 verl_startup.py ENTRYPOINT CONFIG_NAME -- OVERRIDE...
+
+Prints one JSON object: {"status": "ok" | "rejected" | "cannot-run", "message": "..."}.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sys
+
+for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+    os.environ[_name] = "1"
+
+
+def judge(config_name: str, overrides: list[str]) -> dict[str, str]:
+    from pathlib import Path
+
+    import verl
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    config_dir = Path(verl.__file__).parent / "trainer" / "config"
+    try:
+        with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+            config = compose(config_name=config_name, overrides=overrides)
+    except (HydraException, OmegaConfBaseException) as exc:
+        return {"status": "rejected", "message": f"Hydra: {exc}".splitlines()[0]}
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            validate_config(
+                config=config,
+                use_reference_policy=need_reference_policy(config),
+                use_critic=need_critic(config),
+            )
+    except HydraException as exc:  # a config dataclass refused the values it was built from
+        cause = exc.__cause__ or exc
+        if isinstance(cause, OSError):
+            return _offline(cause)
+        return {"status": "rejected", "message": _one_line(cause)}
+    except (AssertionError, ValueError, TypeError, KeyError, OmegaConfBaseException) as exc:
+        return {"status": "rejected", "message": _one_line(exc)}
+    except OSError as exc:
+        return _offline(exc)
+    return {"status": "ok", "message": ""}
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}"
+
+
+def _offline(exc: OSError) -> dict[str, str]:
+    """The model's config.json is not on this machine, and the network is never used."""
+    return {
+        "status": "cannot-run",
+        "message": "the model-dependent checks need the model's config.json on this machine "
+        f"(a local path or the HF cache); offline: {_one_line(exc)}",
+    }
+
+
+if __name__ == "__main__":
+    _entry, name, separator, *rest = sys.argv[1:]
+    assert separator == "--"
+    print(json.dumps(judge(name, rest)))
