@@ -24,7 +24,7 @@ from clusterctl.spec import load_spec_text
 
 STANDIN = Path(__file__).parent / "standins" / "standin.py"
 TOOLS = ("srun", "docker", "scontrol", "squeue", "ss")
-CANARY = "/tmp/clusterctl-property-canary"
+CANARY = f"/tmp/clusterctl-property-canary-{os.getpid()}"  # this run's own
 
 _payloads = st.sampled_from(
     [
