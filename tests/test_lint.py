@@ -103,7 +103,19 @@ CASES = [
     ),
     ("ray-2.12-rocm", ORL_AMD, ["versions.ray=2.12.0"], ["versions.ray=2.9.3"]),
     ("verl-min-ray", VERL, ["versions.ray=2.40.0"], ["versions.ray=2.41.0"]),
-    ("vllm-weight-sync-bug", ORL, ["versions.vllm=0.4.3"], ["versions.vllm=0.4.2"]),
+    (
+        "vllm-weight-sync-bug",
+        ORL,
+        ["versions.vllm=0.4.3", "workload.args.train.colocate_all=false"],
+        ["versions.vllm=0.4.2", "workload.args.train.colocate_all=false"],
+    ),
+    # the fix: all colocated with nccl, weights go by CUDA IPC and the buggy group is not made
+    (
+        "vllm-weight-sync-bug",
+        ORL,
+        ["versions.vllm=0.4.3", "workload.args.train.colocate_all=false"],
+        ["versions.vllm=0.4.3"],
+    ),
     ("rocm-min-mi300", VERL, ["versions.rocm=6.1.3"], ["versions.rocm=6.2.0"]),
     ("amd-needs-rocm-image", ORL_AMD, ["container.build.dockerfile=cuda"], []),
     (
@@ -182,6 +194,15 @@ CASES = [
         ["network.allow_loopback=false", "slurm.nodes=1"],
     ),
     (
+        "image-versions",
+        VERL,
+        ["container.image=rocm/verl:verl-0.6.0.amd0_rocm7.0_vllm0.11.0.dev"],
+        [
+            "container.image=rocm/verl:verl-0.6.0.amd0_rocm7.0_vllm0.11.0.dev",
+            "versions.verl=0.6.0",
+        ],
+    ),
+    (
         "literal-secret",
         VERL,
         ["container.env.OPENAI_API_KEY=sk-123"],
@@ -227,7 +248,7 @@ def test_error_findings_name_field_line_and_fix() -> None:
         lint_or_raise(loaded)
     (problem,) = [p for p in info.value.problems if "[ray-2.12-rocm]" in p.message]
     assert problem.path == "versions.ray"
-    assert problem.line == 17
+    assert problem.line == 22
     assert "fix: use Ray >= 2.45" in problem.message
 
 
@@ -269,3 +290,38 @@ def test_openrlhf_gpu_budget_arithmetic(sets: list[str], expected: int) -> None:
     wl = load_spec(ORL, sets).spec.workload
     assert isinstance(wl, OpenRLHFWorkload)
     assert openrlhf_gpu_budget(wl)[0] == expected
+
+
+@pytest.mark.parametrize(
+    "image, expected",
+    [
+        (
+            "rocm/verl:verl-0.6.0.amd0_rocm7.0_vllm0.11.0.dev",
+            {"verl": "0.6.0", "rocm": "7.0", "vllm": "0.11.0"},
+        ),
+        (
+            "rocm/vllm:rocm6.2_mi300_ubuntu20.04_py3.9_vllm_0.6.4",
+            {"rocm": "6.2", "python": "3.9", "vllm": "0.6.4"},
+        ),
+        ("docker.io/rocm/verl:verl-0.7.1.amd0_rocm7.0.2_vllm0.20.2", {"verl": "0.7.1"}),
+        ("nvcr.io/nvidia/pytorch:26.03-py3", {}),
+        ("verl-rocm:0.9.1", {}),
+        ("registry:5000/rocm/verl", {}),
+    ],
+)
+def test_image_tags_state_versions(image: str, expected: dict[str, str]) -> None:
+    from clusterctl.spec.images import image_versions
+
+    stated = image_versions(image)
+    assert {k: stated[k] for k in expected} == expected
+    if not expected:
+        assert stated == {}
+
+
+def test_version_rules_read_the_image_when_the_spec_is_silent() -> None:
+    """A starter spec names an image and declares no ROCm: the image's ROCm still counts."""
+    sets = ["container.image=rocm/vllm:rocm6.1_mi300_ubuntu22.04_py3.10_vllm_0.6.0"]
+    assert "rocm-min-mi300" in rule_ids(VERL, sets)
+    assert "rocm-min-mi300" not in rule_ids(VERL, [*sets, "versions.rocm=6.2.0"]) - {
+        "image-versions"
+    }

@@ -61,7 +61,7 @@ def test_rendering_is_deterministic(tmp_path: Path) -> None:
         assert (first / name).read_bytes() == (second / name).read_bytes()
     assert os.access(first / SCRIPT, os.X_OK)
     manifest = json.loads((first / MANIFEST).read_text())
-    assert set(manifest["files"]) == {"job.sbatch", "spec.resolved.yaml"}
+    assert set(manifest["files"]) == {"job.sbatch", "spec.resolved.yaml", "Dockerfile.rocm"}
 
 
 def test_resolved_spec_round_trips(tmp_path: Path) -> None:

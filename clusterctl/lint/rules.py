@@ -19,6 +19,7 @@ from clusterctl.lint.workload import (
     verl,
     vllm_shape,
 )
+from clusterctl.spec.images import image_versions, same_release
 from clusterctl.spec.models import JobSpec, OpenRLHFWorkload, VerlWorkload
 from clusterctl.spec.presets import PRESETS, RAY_HIP_SWITCH, parse_version
 from clusterctl.spec.secrets import literal_secrets
@@ -44,6 +45,14 @@ def _env(spec: JobSpec) -> dict[str, tuple[FieldPath, str]]:
 
 def _allocated_gpus(spec: JobSpec) -> int:
     return spec.slurm.nodes * (spec.slurm.gpus_per_node or 0)
+
+
+def _version(spec: JobSpec, field: str) -> tuple[str | None, FieldPath]:
+    """A version as the spec declares it, else as the image's tag states it, and where."""
+    declared = getattr(spec.versions, field)
+    if declared:
+        return declared, ("versions", field)
+    return image_versions(spec.container.image).get(field), ("container", "image")
 
 
 def _ray(spec: JobSpec) -> tuple[int, ...]:
@@ -324,8 +333,31 @@ def _verl_ray(spec: JobSpec) -> Findings:
     "seeds: OpenRLHF NCCL weight sync on 2 x H800",
 )
 def _vllm_sync(spec: JobSpec) -> Findings:
-    if (parse_version(spec.versions.vllm) or ())[:3] == (0, 4, 3):
-        yield ("versions", "vllm"), "vLLM 0.4.3 has the known weight-sync bug"
+    vllm, path = _version(spec, "vllm")
+    if (parse_version(vllm) or ())[:3] != (0, 4, 3):
+        return
+    wl = spec.workload
+    if isinstance(wl, OpenRLHFWorkload) and openrlhf_weight_sync(wl) in ("cuda-ipc", "none"):
+        return  # no trainer -> engine group: the bug's path is not taken
+    yield path, "vLLM 0.4.3 has the known weight-sync bug"
+
+
+@rule(
+    "image-versions",
+    "error",
+    "versions: contradicts what the image's tag states",
+    "make versions: say what the image holds, or name the image that holds those versions",
+    "image tag grammars of rocm/verl, rocm/vllm and verlai/verl (clusterctl/spec/images.py)",
+)
+def _image_versions(spec: JobSpec) -> Findings:
+    stated = image_versions(spec.container.image)
+    for field, version in stated.items():
+        declared = getattr(spec.versions, field)
+        if declared and not same_release(declared, version):
+            yield (
+                ("versions", field),
+                f"{field} {declared}, but the image {spec.container.image} says {version}",
+            )
 
 
 @rule(
@@ -337,9 +369,10 @@ def _vllm_sync(spec: JobSpec) -> Findings:
 )
 def _rocm_min(spec: JobSpec) -> Findings:
     preset = PRESETS[spec.hardware.preset]
-    rocm = parse_version(spec.versions.rocm)
+    text, path = _version(spec, "rocm")
+    rocm = parse_version(text)
     if preset.min_rocm and rocm and rocm[:2] < preset.min_rocm:
-        yield ("versions", "rocm"), f"ROCm {spec.versions.rocm} on {preset.name}"
+        yield path, f"ROCm {text} on {preset.name}"
 
 
 @rule(
@@ -394,16 +427,17 @@ def _fp16(spec: JobSpec) -> Findings:
     "seeds: verl on AMD guide",
 )
 def _compile(spec: JobSpec) -> Findings:
-    if _vendor(spec) != "amd" or (parse_version(spec.versions.rocm) or ())[:2] != (6, 2):
+    rocm, _ = _version(spec, "rocm")
+    if _vendor(spec) != "amd" or (parse_version(rocm) or ())[:2] != (6, 2):
         return
     for name, (path, text) in _env(spec).items():
         if name.startswith("TORCHINDUCTOR_MAX_AUTOTUNE") and text not in ("0", "false"):
-            yield path, f"{name}={text} on ROCm {spec.versions.rocm}"
+            yield path, f"{name}={text} on ROCm {rocm}"
     wl = spec.workload
     if isinstance(wl, VerlWorkload):
         for key, value in wl.overrides.items():
             if "max-autotune" in str(value):
-                yield ("workload", "overrides", key), f"{key}={value} on ROCm {spec.versions.rocm}"
+                yield ("workload", "overrides", key), f"{key}={value} on ROCm {rocm}"
 
 
 # ---- weight sync and communication ----------------------------------------------------------
