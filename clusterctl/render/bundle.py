@@ -21,6 +21,7 @@ from clusterctl import __version__
 from clusterctl.errors import UsageError
 from clusterctl.render.plan import JobPlan, build_plan
 from clusterctl.render.templates import render_template
+from clusterctl.spec.images import build_requirements
 from clusterctl.spec.models import JobSpec
 
 SCRIPT = "job.sbatch"
@@ -98,7 +99,13 @@ def render_bundle(spec: JobSpec) -> Bundle:
     if build is not None:
         name = f"Dockerfile.{build.dockerfile}"
         bundle.files[name] = BundleFile(
-            render_template(f"{name}.j2", spec=spec, build=build, version=__version__)
+            render_template(
+                f"{name}.j2",
+                spec=spec,
+                build=build,
+                version=__version__,
+                requirements=build_requirements(spec),
+            )
         )
     bundle.files[RESOLVED_SPEC] = BundleFile(resolved)
     manifest = {

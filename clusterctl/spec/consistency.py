@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+from clusterctl.spec.images import duplicate_requirements
 from clusterctl.spec.models import CommandWorkload, JobSpec, OpenRLHFWorkload, VerlWorkload
 from clusterctl.spec.secrets import unexpanded_references
 
@@ -285,5 +286,5 @@ def check_consistency(spec: JobSpec) -> list[tuple[FieldPath, str]]:
     if wl.framework == "command" and not wl.command:
         out.append((("workload", "command"), "the command is empty"))
     out += _sbatch_extras(spec) + _docker_extras(spec) + _verl(spec) + _ports(spec)
-    out += list(unexpanded_references(spec)) + _argv_sizes(spec)
+    out += list(unexpanded_references(spec)) + _argv_sizes(spec) + duplicate_requirements(spec)
     return out

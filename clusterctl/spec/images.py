@@ -13,6 +13,9 @@ Other references (``latest``, a digest, an own tag) state nothing, and nothing i
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+
+from clusterctl.spec.models import JobSpec
 
 # name in the tag -> the versions: field it states
 _FIELDS = {"verl": "verl", "rocm": "rocm", "vllm": "vllm", "py": "python", "cuda": "cuda"}
@@ -40,3 +43,68 @@ def same_release(declared: str, stated: str) -> bool:
     have = declared.split(".")
     want = stated.split(".")
     return have[: len(want)] == want or want[: len(have)] == have
+
+
+# flash-attn builds against the torch already in the image, which pip's build isolation
+# hides: OpenRLHF's dockerfile/Dockerfile installs it with --no-build-isolation before
+# OpenRLHF, whose 0.9.10-0.11.2 wheels require flash-attn==2.8.3 (Requires-Dist).
+NO_BUILD_ISOLATION = {"flash-attn"}
+OPENRLHF_FLASH_ATTN = "flash-attn==2.8.3"
+
+
+@dataclass(frozen=True)
+class Requirement:
+    text: str  # as pip reads it
+    origin: tuple[str | int, ...]  # the spec field that asked for it
+    stage: int = 0  # install order: 0 the stack, 1 built without isolation, 2 the framework
+
+
+def build_requirements(spec: JobSpec) -> list[Requirement]:
+    """Every pip requirement the rendered Dockerfile installs, with the field behind it, in
+    OpenRLHF's dockerfile/Dockerfile order: the stack (vLLM brings its torch), then what is
+    built against that torch without isolation, then the framework."""
+    build = spec.container.build
+    if build is None:
+        return []
+    v = spec.versions
+    out = [Requirement(f"ray[default]=={v.ray}", ("versions", "ray"))]
+    # vLLM from the index only for CUDA: ROCm builds come with the base image or from source
+    # (verl docker/rocm/Dockerfile.rocm builds vLLM; AMD's rocm/vllm images ship it).
+    if v.vllm and build.dockerfile == "cuda":
+        out.append(Requirement(f"vllm=={v.vllm}", ("versions", "vllm")))
+    if v.torch and build.dockerfile == "cpu":
+        out.append(Requirement(f"torch=={v.torch}", ("versions", "torch")))
+    for i, text in enumerate(build.pip_packages):
+        stage = 1 if requirement_name(text) in NO_BUILD_ISOLATION else 0
+        out.append(Requirement(text, ("container", "build", "pip_packages", i), stage))
+    if v.openrlhf and build.dockerfile == "cuda":
+        out.append(Requirement(OPENRLHF_FLASH_ATTN, ("versions", "openrlhf"), 1))
+    if v.verl:
+        out.append(Requirement(f"verl=={v.verl}", ("versions", "verl"), 2))
+    if v.openrlhf:
+        out.append(Requirement(f"openrlhf=={v.openrlhf}", ("versions", "openrlhf"), 2))
+    return out
+
+
+def requirement_name(text: str) -> str:
+    from packaging.requirements import Requirement as Parsed
+    from packaging.utils import canonicalize_name
+
+    return str(canonicalize_name(Parsed(text).name))
+
+
+def duplicate_requirements(spec: JobSpec) -> list[tuple[tuple[str | int, ...], str]]:
+    """(field, message) for every package the Dockerfile would pin twice."""
+    seen: dict[str, Requirement] = {}
+    out = []
+    # versions: first, so the entry reported is the extra one the user added
+    ordered = sorted(build_requirements(spec), key=lambda r: r.origin[0] != "versions")
+    for req in ordered:
+        name = requirement_name(req.text)
+        if name in seen:
+            first = seen[name]
+            where = ".".join(str(p) for p in first.origin)
+            out.append((req.origin, f"{name} is already installed by {where} ({first.text})"))
+        else:
+            seen[name] = req
+    return out
