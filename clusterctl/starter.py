@@ -18,6 +18,11 @@ workload:
     actor_rollout_ref.rollout.tensor_model_parallel_size: 2
     actor_rollout_ref.rollout.gpu_memory_utilization: 0.8
     critic.model.path: Qwen/Qwen2-7B-Instruct
+    # verl's validate_config requires a micro batch size per role unless use_dynamic_bsz
+    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu: 4
+    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu: 8
+    actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu: 8
+    critic.ppo_micro_batch_size_per_gpu: 4
     trainer.total_epochs: 15
 """,
     "openrlhf": """\

@@ -128,8 +128,8 @@ CASES = [
     (
         "torch-compile-rocm62",
         ORL_AMD,
-        ["container.env.TORCHINDUCTOR_MAX_AUTOTUNE=1"],
-        ["container.env.TORCHINDUCTOR_MAX_AUTOTUNE=0"],
+        ["versions.rocm=6.2.0", "container.env.TORCHINDUCTOR_MAX_AUTOTUNE=1"],
+        ["versions.rocm=6.2.0", "container.env.TORCHINDUCTOR_MAX_AUTOTUNE=0"],
     ),
     (
         "rocm-weight-sync",

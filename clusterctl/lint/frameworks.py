@@ -22,6 +22,7 @@ from functools import cache
 from pathlib import Path
 
 from clusterctl.lint.registry import Finding, Rule
+from clusterctl.spec.images import image_versions
 from clusterctl.spec.models import JobSpec, OpenRLHFWorkload, VerlWorkload
 
 VERL_UNKNOWN = Rule(
@@ -168,6 +169,11 @@ def _verl_version(python: str) -> str | None:
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
+def pinned_verl(spec: JobSpec) -> str | None:
+    """The verl release the job runs: versions.verl, else what the image's tag states."""
+    return spec.versions.verl or image_versions(spec.container.image).get("verl")
+
+
 @cache
 def _verl_site(python: str) -> SearchPath:
     """The directory holding verl in ``python``, found without importing verl."""
@@ -308,9 +314,9 @@ def fidelity_notes(spec: JobSpec, path: SearchPath = None) -> list[str]:
             "train() itself (datasets, models, Ray placement) needs GPUs and did not"
         ]
     if isinstance(wl, VerlWorkload):
-        pinned = spec.versions.verl or "(versions.verl unset)"
+        pinned = pinned_verl(spec) or "(versions.verl unset)"
         config = VERL_CONFIGS.get(wl.entrypoint)
-        python = verl_python(spec.versions.verl)
+        python = verl_python(pinned_verl(spec))
         if config is None:
             return [f"verl entry point {wl.entrypoint}: no upstream check is known for it"]
         if python is None:
@@ -356,7 +362,7 @@ def check_verl(spec: JobSpec, wl: VerlWorkload, path: SearchPath = None) -> Iter
     """Unknown keys against verl's composed config (did-you-mean), then verl's own
     validate_config in a Python where the pinned verl is installed."""
     config = VERL_CONFIGS.get(wl.entrypoint)
-    python = verl_python(spec.versions.verl)
+    python = verl_python(pinned_verl(spec))
     if path is None and python is not None and package_dir("verl") is None:
         path = _verl_site(python)  # verl lives only in the judge's Python
     keys = (verl_config_keys(config, path) if config else None) or frozenset()
@@ -383,7 +389,7 @@ def check_verl(spec: JobSpec, wl: VerlWorkload, path: SearchPath = None) -> Iter
         yield Finding(
             VERL_STARTUP,
             ("workload", "overrides", named) if named else ("workload", "overrides"),
-            f"verl {spec.versions.verl or ''} refuses this config at start-up: {message}",
+            f"verl {pinned_verl(spec) or ''} refuses this config at start-up: {message}",
         )
 
 
