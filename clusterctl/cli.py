@@ -78,10 +78,33 @@ def main() -> None:
 @click.argument("spec", type=click.Path(dir_okay=False))
 @set_option
 @allow_option
-def validate(spec: str, assignments: tuple[str, ...], allowed: tuple[str, ...]) -> None:
-    """Check SPEC: schema, contradictions between sections, lint rules."""
+@click.option(
+    "--inspect-image",
+    is_flag=True,
+    help="Read the versions installed in container.image (a local image; Docker) and "
+    "compare them with versions:.",
+)
+def validate(
+    spec: str, assignments: tuple[str, ...], allowed: tuple[str, ...], inspect_image: bool
+) -> None:
+    """Check SPEC: schema, contradictions between sections, lint rules, and the frameworks'
+    own start-up checks where the pinned release is available."""
     with user_errors():
         loaded = _load(spec, assignments, allowed)
+        if inspect_image:
+            from clusterctl.errors import Problem, SpecError
+            from clusterctl.spec.inspect import gather_image_versions, judge_image_versions
+            from clusterctl.spec.loader import format_path
+
+            found = gather_image_versions(loaded.spec.container.image)
+            problems = [
+                Problem(format_path(path), message, loaded.source, loaded.line_of(path))
+                for path, message in judge_image_versions(loaded.spec, found)
+            ]
+            if problems:
+                raise SpecError(problems)
+            shown = ", ".join(f"{k} {v}" for k, v in sorted(found.items()))
+            click.echo(f"note: {loaded.spec.container.image} holds {shown}", err=True)
         from clusterctl.lint.frameworks import fidelity_notes
 
         for note in fidelity_notes(loaded.spec):
