@@ -59,8 +59,12 @@ def _load(spec: str, assignments: tuple[str, ...], allowed: tuple[str, ...] = ()
     from clusterctl.spec.loader import load_spec
 
     loaded = load_spec(spec, assignments)
-    for finding in lint_or_raise(loaded, allowed):
+    outcome = lint_or_raise(loaded, allowed)
+    for finding in outcome.warnings:
         click.echo(f"warning: {finding}", err=True)
+    if outcome.allowed and click.get_current_context().info_name == "validate":
+        ids = sorted({p.message.split("]", 1)[0].lstrip("[") for p in outcome.allowed})
+        click.echo(f"note: allowed by lint.allow / --allow: {', '.join(ids)}", err=True)
     return loaded
 
 

@@ -70,7 +70,13 @@ def test_lint_error_blocks_render_unless_allowed(tmp_path: Path) -> None:
         "verl-min-ray",
     )
     assert allowed.returncode == 0, allowed.stderr
-    assert "warning:" in allowed.stderr and (tmp_path / "b" / "job.sbatch").exists()
+    assert (tmp_path / "b" / "job.sbatch").exists()
+    assert "[ray-2.12-rocm]" not in allowed.stderr  # allowed: not repeated on every command
+    checked = run_cli(
+        "validate", str(example), "--set", "versions.ray=2.12.0", "--allow", "ray-2.12-rocm",
+        "--allow", "verl-min-ray",
+    )  # fmt: skip
+    assert "note: allowed by lint.allow / --allow: ray-2.12-rocm, verl-min-ray" in checked.stderr
 
 
 def test_unknown_allowed_rule_is_an_error() -> None:

@@ -202,6 +202,13 @@ CASES = [
             "versions.verl=0.6.0",
         ],
     ),
+    ("time-limit-too-short", CPU, ["slurm.time=00:02:00"], ["slurm.time=00:03:00"]),
+    (
+        "time-limit-too-short",
+        CPU,
+        ["slurm.time=5", "slurm.signal_grace=250"],
+        ["slurm.time=5", "slurm.signal_grace=30"],
+    ),
     (
         "literal-secret",
         VERL,
@@ -254,8 +261,9 @@ def test_error_findings_name_field_line_and_fix() -> None:
 
 def test_spec_level_allow_list() -> None:
     loaded = load_spec(VERL, ["versions.ray=2.40.0", "lint.allow=[verl-min-ray]"])
-    warnings = lint_or_raise(loaded)
-    assert any("[verl-min-ray]" in w.message for w in warnings)
+    outcome = lint_or_raise(loaded)
+    assert any("[verl-min-ray]" in p.message for p in outcome.allowed)
+    assert not any("[verl-min-ray]" in w.message for w in outcome.warnings)
 
 
 @pytest.mark.parametrize(
@@ -325,3 +333,14 @@ def test_version_rules_read_the_image_when_the_spec_is_silent() -> None:
     assert "rocm-min-mi300" not in rule_ids(VERL, [*sets, "versions.rocm=6.2.0"]) - {
         "image-versions"
     }
+
+
+@pytest.mark.parametrize(
+    "text, seconds",
+    [("30", 1800), ("5:30", 330), ("12:00:00", 43200), ("2-00:00:00", 172800), ("1-2", 93600),
+     ("1-2:30", 95400), ("UNLIMITED", None)],
+)  # fmt: skip
+def test_slurm_time_in_seconds(text: str, seconds: int | None) -> None:
+    from clusterctl.lint.rules import slurm_seconds
+
+    assert slurm_seconds(text) == seconds

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from clusterctl.errors import Problem, SpecError
 from clusterctl.lint import rules as _rules  # noqa: F401  (registers the rules)
@@ -24,8 +25,17 @@ def _problem(loaded: LoadedSpec, finding: Finding) -> Problem:
     return Problem(format_path(finding.path), message, loaded.source, loaded.line_of(finding.path))
 
 
-def lint_or_raise(loaded: LoadedSpec, allowed: Iterable[str] = ()) -> list[Problem]:
-    """Raise SpecError for every error-level finding not allowed; return the warnings."""
+@dataclass(frozen=True)
+class LintOutcome:
+    """What did not block: warnings to show, and errors the spec or --allow let pass (the
+    spec's author said those are expected, so commands do not repeat them)."""
+
+    warnings: list[Problem]
+    allowed: list[Problem]
+
+
+def lint_or_raise(loaded: LoadedSpec, allowed: Iterable[str] = ()) -> LintOutcome:
+    """Raise SpecError for every error-level finding not allowed."""
     allow = set(loaded.spec.lint.allow) | set(allowed)
     unknown = sorted(allow - set(RULES))
     if unknown:
@@ -40,14 +50,15 @@ def lint_or_raise(loaded: LoadedSpec, allowed: Iterable[str] = ()) -> list[Probl
                 for u in unknown
             ]
         )
-    errors, warnings = [], []
+    errors, warnings, passed = [], [], []
     for finding in lint(loaded):
         problem = _problem(loaded, finding)
-        allowed_here = finding.rule.allowable and finding.rule.id in allow
-        if finding.rule.severity == "error" and not allowed_here:
+        if finding.rule.allowable and finding.rule.id in allow:
+            passed.append(problem)
+        elif finding.rule.severity == "error":
             errors.append(problem)
         else:
             warnings.append(problem)
     if errors:
         raise SpecError(errors)
-    return warnings
+    return LintOutcome(warnings, passed)

@@ -544,6 +544,44 @@ def _gid(spec: JobSpec) -> Findings:
         yield ("network", "gid_index"), "RoCE needs NCCL_IB_GID_INDEX"
 
 
+# Fastest bring-up measured on the dev cluster (README benchmarks: 13.6-22.7 s from job start
+# to the workload at 2-4 nodes): a time limit must leave at least this after the grace period.
+MIN_BRING_UP_SECONDS = 60
+
+
+def slurm_seconds(text: str) -> int | None:
+    """sbatch --time in seconds (MM, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]); None when unlimited."""
+    if text.upper() in ("UNLIMITED", "INFINITE"):
+        return None
+    days, _, rest = text.rpartition("-")
+    parts = [int(p) for p in rest.split(":")]
+    if days:  # D-HH, D-HH:MM, D-HH:MM:SS
+        hours, minutes, secs = [*parts, 0, 0][:3]
+        return ((int(days) * 24 + hours) * 60 + minutes) * 60 + secs
+    if len(parts) == 3:
+        return (parts[0] * 60 + parts[1]) * 60 + parts[2]
+    return parts[0] * 60 + (parts[1] if len(parts) == 2 else 0)
+
+
+@rule(
+    "time-limit-too-short",
+    "error",
+    "the time limit leaves no room for bring-up before the grace signal",
+    "raise slurm.time, or lower slurm.signal_grace",
+    "sbatch --signal=B:TERM@signal_grace fires signal_grace seconds before the limit "
+    "(slurm 22.05 sbatch(1)); issue 9: time 00:02:00 with grace 120 never ran its workload",
+)
+def _time_limit(spec: JobSpec) -> Findings:
+    limit = slurm_seconds(spec.slurm.time)
+    grace = spec.slurm.signal_grace
+    if limit is not None and limit - grace < MIN_BRING_UP_SECONDS:
+        yield (
+            ("slurm", "time"),
+            f"{spec.slurm.time} is {limit}s; the grace signal comes at {max(limit - grace, 0)}s, "
+            f"before the {MIN_BRING_UP_SECONDS}s a bring-up needs at the least",
+        )
+
+
 @rule(
     "nccl-debug-trace",
     "warning",

@@ -221,7 +221,14 @@ def test_scancel_during_workload_removes_every_container(tmp_path: Path) -> None
 def test_time_limit_cleans_up_before_slurm_kills(tmp_path: Path) -> None:
     # --signal=B:TERM@40 with a 1-minute limit: SLURM warns the batch shell 40 s (give or take
     # its 60 s event resolution) before the limit; the script must clean up on that signal.
-    script = render(tmp_path, "slurm.time=1", "slurm.signal_grace=40", "workload.command=sleep 600")
+    # a 60 s limit, signalled at 20 s: shorter than the rule allows, on purpose
+    script = render(
+        tmp_path,
+        "slurm.time=1",
+        "slurm.signal_grace=40",
+        "workload.command=sleep 600",
+        "lint.allow=[loopback-head,time-limit-too-short]",
+    )
     job, rc, elapsed = sbatch(tmp_path, script)
     assert rc != 0
     assert "received SIGTERM" in job.log
