@@ -318,43 +318,7 @@ def test_no_real_sbatch_option_is_an_abbreviation_of_a_protected_one() -> None:
     assert clashes == set()
 
 
-# ---- 12. NCCL's socket_ifname forms ----------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "ifname, expected",
-    [
-        ("^docker0,lo", "10.124.46.192"),  # exclusion: the first usable one left
-        ("^lo,docker,eno", "192.168.100.12"),
-        ("en", "10.124.46.192"),  # a prefix, as NCCL reads it
-        ("=ib0", "192.168.100.12"),
-        ("eth,ib", "192.168.100.12"),
-    ],
-)
-def test_nccl_socket_ifname_forms_select_the_address(
-    tmp_path: Path, ifname: str, expected: str
-) -> None:
-    lib = _library(tmp_path)
-    ip_output = ROOT / "tests" / "fixtures" / "ip" / "gpu-node.txt"
-    code = f"""source {lib}
-ip() {{ cat {ip_output}; }}
-CC_NODE=gpu-1 CC_SOCKET_IFNAME='{ifname}' CC_ADDRESS_SOURCE=interface CC_ALLOW_LOOPBACK=0
-cc_node_address"""
-    result = subprocess.run(["bash", "-c", code], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == expected
-
-
-def test_exact_interface_name_that_is_only_a_prefix_fails_naming_it(tmp_path: Path) -> None:
-    lib = _library(tmp_path)
-    ip_output = ROOT / "tests" / "fixtures" / "ip" / "gpu-node.txt"
-    code = f"""source {lib}
-ip() {{ cat {ip_output}; }}
-CC_NODE=gpu-1 CC_SOCKET_IFNAME='=ib' CC_ADDRESS_SOURCE=interface CC_ALLOW_LOOPBACK=0
-cc_node_address"""
-    result = subprocess.run(["bash", "-c", code], capture_output=True, text=True)
-    assert result.returncode == 1
-    assert "network.socket_ifname==ib selects" in result.stderr
+# ---- 12. NCCL's socket_ifname forms: tests/test_script_functions.py ----------------------
 
 
 # ---- 13. Hydra reads back exactly the spec's value -------------------------------------------

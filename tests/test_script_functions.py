@@ -189,3 +189,27 @@ def test_expected_cpus_follow_slurm_or_the_spec(
         library, f"CC_RAY_NUM_CPUS='{num_cpus}' SLURM_JOB_CPUS_PER_NODE='{slurm}' cc_expected_cpus"
     )
     assert result.returncode == 0 and result.stdout.strip() == expected
+
+
+@pytest.mark.parametrize(
+    "ifname, expected",
+    [
+        ("^docker0,lo", "10.124.46.192"),  # exclusion: the first usable one left
+        ("^lo,docker,eno", "192.168.100.12"),
+        ("en", "10.124.46.192"),  # a prefix, as NCCL reads NCCL_SOCKET_IFNAME
+        ("=ib0", "192.168.100.12"),
+        ("eth,ib", "192.168.100.12"),
+    ],
+)
+def test_nccl_socket_ifname_forms_select_the_address(
+    library: Path, ifname: str, expected: str
+) -> None:
+    result = address(library, IP / "gpu-node.txt", ifname)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == expected
+
+
+def test_exact_interface_name_that_is_only_a_prefix_fails_naming_it(library: Path) -> None:
+    result = address(library, IP / "gpu-node.txt", "=ib")
+    assert result.returncode == 1
+    assert "network.socket_ifname==ib selects" in result.stderr
