@@ -136,7 +136,7 @@ def test_waiter_reports_ready_on_a_real_cluster(ray_head: str) -> None:
 def test_waiter_names_the_node_that_never_joined(ray_head: str) -> None:
     result = waiter(ray_head, "head1,node7", "--join-deadline", "3")
     assert result.returncode == EXIT_JOIN
-    assert "clusterctl: FAIL node=node7 has not joined phase=ray-join" in result.stdout
+    assert "clusterctl: FAIL node=node7 phase=ray-join: node7 has not joined" in result.stdout
 
 
 def test_waiter_gives_up_on_a_head_that_never_answers() -> None:
@@ -144,3 +144,27 @@ def test_waiter_gives_up_on_a_head_that_never_answers() -> None:
     result = waiter(f"127.0.0.2:{free_port()}", "head1", "--start-deadline", "3")
     assert result.returncode == EXIT_HEAD
     assert "clusterctl: FAIL node=head phase=ray-head: GCS at 127.0.0.2:" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "problem, line",
+    [
+        (
+            "node=node1 did not finish the all-reduce",
+            "clusterctl: FAIL node=node1 phase=selftest: node1 did not finish the all-reduce",
+        ),
+        (
+            "all-reduce bus bandwidth 0.100 GB/s is below selftest.min_busbw_gbps 1",
+            "clusterctl: FAIL node=all phase=selftest: all-reduce bus bandwidth 0.100 GB/s is "
+            "below selftest.min_busbw_gbps 1",
+        ),
+    ],
+)
+def test_fail_lines_have_one_shape(
+    problem: str, line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 9: job.sbatch parses these lines; a problem text must never read as a phase."""
+    from clusterctl.runtime.ray_wait import fail
+
+    fail(problem, "selftest")
+    assert capsys.readouterr().out.strip() == line

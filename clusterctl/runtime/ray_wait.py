@@ -25,6 +25,16 @@ def say(message: str) -> None:
 PHASE_TOKEN = ""  # the job's nonce: job.sbatch records only phase lines that carry it
 
 
+def fail(problem: str, phase_name: str) -> None:
+    """One FAIL line in job.sbatch's format, `FAIL node=N phase=P: cause`, built from the
+    problem's node (its leading `node=N`, else every node) and its text."""
+    node, text = "all", problem
+    if problem.startswith("node="):
+        node, _, rest = problem[len("node=") :].partition(" ")
+        text = f"{node} {rest}"
+    say(f"FAIL node={node} phase={phase_name}: {text}")
+
+
 def phase(name: str) -> None:
     """Mark a phase; job.sbatch timestamps these lines into the job's timeline."""
     print(f"CLUSTERCTL_PHASE {PHASE_TOKEN} {name}", flush=True)
@@ -112,7 +122,7 @@ def wait_for_join(
             return seen
         time.sleep(0.25)
     for problem in problems:
-        say(f"FAIL {problem} phase=ray-join")
+        fail(problem, "ray-join")
     return None
 
 
@@ -265,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"selftest.min_busbw_gbps {args.min_busbw_gbps:g}"
             ]
         for problem in report.get("problems", []):
-            say(f"FAIL {problem} phase=selftest")
+            fail(problem, "selftest")
         if not report["ok"]:
             result("selftest-failed", **summary)
             return EXIT_SELFTEST
