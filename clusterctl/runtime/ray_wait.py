@@ -26,8 +26,8 @@ PHASE_TOKEN = ""  # the job's nonce: job.sbatch records only phase lines that ca
 
 
 def fail(problem: str, phase_name: str) -> None:
-    """One FAIL line in job.sbatch's format, `FAIL node=N phase=P: cause`, built from the
-    problem's node (its leading `node=N`, else every node) and its text."""
+    """One FAIL line in job.sbatch's format, "FAIL node=N phase=P: cause", built from the
+    problem's node (its leading "node=N", else all nodes) and its text."""
     node, text = "all", problem
     if problem.startswith("node="):
         node, _, rest = problem[len("node=") :].partition(" ")
