@@ -146,6 +146,18 @@ def run_openrlhf_startup(site: str, entrypoint: str, argv: tuple[str, ...]) -> d
     return _run_judge(sys.executable, "openrlhf_startup.py", (site, entrypoint, "--", *argv))
 
 
+def openrlhf_verdict(site: Path, wl: OpenRLHFWorkload) -> dict[str, str]:
+    """OpenRLHF's verdict on exactly the argv the job passes (cached per argv)."""
+    from clusterctl.render.plan import openrlhf_args
+
+    return run_openrlhf_startup(str(site), wl.entrypoint, tuple(openrlhf_args(wl)))
+
+
+def verl_verdict(python: str, spec: JobSpec, wl: VerlWorkload, config: str) -> dict[str, str]:
+    """verl's verdict on exactly the overrides the job passes (cached per overrides)."""
+    return run_verl_startup(python, wl.entrypoint, config, *verl_judge_inputs(spec, wl))
+
+
 @cache
 def run_verl_startup(
     python: str, entrypoint: str, config: str, overrides: tuple[str, ...], hf_home: str | None
@@ -245,9 +257,7 @@ def check_openrlhf(
     site = openrlhf_site(pinned, path)
     if site is None:
         return
-    from clusterctl.render.plan import openrlhf_args
-
-    verdict = run_openrlhf_startup(str(site), wl.entrypoint, tuple(openrlhf_args(wl)))
+    verdict = openrlhf_verdict(site, wl)
     if verdict["status"] != "rejected":
         return
     message = verdict["message"]
@@ -304,9 +314,7 @@ def fidelity_notes(spec: JobSpec, path: SearchPath = None) -> list[str]:
                 "parser and start-up checks did not run (pip install --no-deps --target DIR "
                 f"openrlhf=={pinned or 'X'}; CLUSTERCTL_FRAMEWORK_PATH=DIR)"
             ]
-        from clusterctl.render.plan import openrlhf_args
-
-        verdict = run_openrlhf_startup(str(site), wl.entrypoint, tuple(openrlhf_args(wl)))
+        verdict = openrlhf_verdict(site, wl)
         if verdict["status"] == "cannot-run":
             return [f"OpenRLHF {pinned}: its start-up checks could not run: {verdict['message']}"]
         return [
@@ -324,7 +332,7 @@ def fidelity_notes(spec: JobSpec, path: SearchPath = None) -> list[str]:
                 f"verl {pinned} is not installed here with its dependencies: validate_config "
                 f"did not run (CLUSTERCTL_VERL_PYTHON=a Python with verl=={pinned} installed)"
             ]
-        verdict = run_verl_startup(python, wl.entrypoint, config, *verl_judge_inputs(spec, wl))
+        verdict = verl_verdict(python, spec, wl, config)
         if verdict["status"] == "cannot-run":
             return [f"verl {pinned}: validate_config could not run: {verdict['message']}"]
         return [f"verl {pinned}: its own validate_config ran on the composed {config} config"]
@@ -379,7 +387,7 @@ def check_verl(spec: JobSpec, wl: VerlWorkload, path: SearchPath = None) -> Iter
             )
     if unknown or config is None or python is None:
         return
-    verdict = run_verl_startup(python, wl.entrypoint, config, *verl_judge_inputs(spec, wl))
+    verdict = verl_verdict(python, spec, wl, config)
     if verdict["status"] == "rejected":
         message = verdict["message"]
         named = next(
