@@ -68,6 +68,36 @@ def _load(spec: str, assignments: tuple[str, ...], allowed: tuple[str, ...] = ()
     return loaded
 
 
+def _resolve_packages(loaded: LoadedSpec) -> None:
+    from clusterctl.errors import Problem, SpecError
+    from clusterctl.spec.loader import format_path
+    from clusterctl.spec.resolve import gather_resolution, judge_resolution
+
+    found = gather_resolution(loaded.spec)
+    if not found.ran:
+        click.echo(f"note: pip resolution did not run: {found.reason}", err=True)
+        return
+    problems = [
+        Problem(format_path(path), message, loaded.source, loaded.line_of(path))
+        for path, message in judge_resolution(loaded.spec, found)
+    ]
+    if problems:
+        raise SpecError(problems)
+    key = {"torch", "vllm", "ray", "verl", "openrlhf", "flash-attn", "deepspeed"}
+    shown = ", ".join(f"{n} {v}" for n, v in found.installed if n.lower() in key)
+    click.echo(
+        f"note: pip {found.pip_version} resolves the image's {len(found.installed)} packages "
+        f"on {found.base} (Python {found.python}): {shown}",
+        err=True,
+    )
+    if found.source_only:
+        click.echo(
+            f"note: source-only, built in the image (their own metadata stood in): "
+            f"{', '.join(found.source_only)}",
+            err=True,
+        )
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="clusterctl")
 def main() -> None:
@@ -88,8 +118,18 @@ def main() -> None:
     help="Read the versions installed in container.image (a local image; Docker) and "
     "compare them with versions:.",
 )
+@click.option(
+    "--resolve-packages",
+    is_flag=True,
+    help="Ask pip whether the Dockerfile's packages install on the base image's Python and "
+    "platform (a dry run against the package index; about a minute).",
+)
 def validate(
-    spec: str, assignments: tuple[str, ...], allowed: tuple[str, ...], inspect_image: bool
+    spec: str,
+    assignments: tuple[str, ...],
+    allowed: tuple[str, ...],
+    inspect_image: bool,
+    resolve_packages: bool,
 ) -> None:
     """Check SPEC: schema, contradictions between sections, lint rules, and the frameworks'
     own start-up checks where the pinned release is available."""
@@ -109,6 +149,8 @@ def validate(
                 raise SpecError(problems)
             shown = ", ".join(f"{k} {v}" for k, v in sorted(found.items()))
             click.echo(f"note: {loaded.spec.container.image} holds {shown}", err=True)
+        if resolve_packages:
+            _resolve_packages(loaded)
         from clusterctl.lint.frameworks import fidelity_notes
 
         for note in fidelity_notes(loaded.spec):

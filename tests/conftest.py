@@ -19,7 +19,11 @@ if _DEV_CONF.exists():
 
 
 def run_cli(
-    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, input: str | None = None
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+    timeout: float = 120,
 ) -> subprocess.CompletedProcess[str]:
     """Run the installed `clusterctl` command as a user would."""
     return subprocess.run(
@@ -29,7 +33,7 @@ def run_cli(
         capture_output=True,
         env={**os.environ, **(env or {})},
         input=input,
-        timeout=120,
+        timeout=timeout,
         check=False,
     )
 

@@ -21,7 +21,7 @@ from clusterctl import __version__
 from clusterctl.errors import UsageError
 from clusterctl.render.plan import JobPlan, build_plan
 from clusterctl.render.templates import render_template
-from clusterctl.spec.images import build_requirements
+from clusterctl.spec.images import base_image, build_requirements
 from clusterctl.spec.models import JobSpec
 
 SCRIPT = "job.sbatch"
@@ -103,6 +103,7 @@ def render_bundle(spec: JobSpec) -> Bundle:
                 f"{name}.j2",
                 spec=spec,
                 build=build,
+                base_image=base_image(build),
                 version=__version__,
                 requirements=build_requirements(spec),
             )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from clusterctl.spec.models import JobSpec
+from clusterctl.spec.models import BuildSpec, JobSpec
 
 # name in the tag -> the versions: field it states
 _FIELDS = {"verl": "verl", "rocm": "rocm", "vllm": "vllm", "py": "python", "cuda": "cuda"}
@@ -43,6 +43,50 @@ def same_release(declared: str, stated: str) -> bool:
     have = declared.split(".")
     want = stated.split(".")
     return have[: len(want)] == want or want[: len(have)] == have
+
+
+@dataclass(frozen=True)
+class BaseImage:
+    """What a base image gives pip: its Python and its C library (manylinux tags)."""
+
+    python: str  # major.minor
+    glibc: tuple[int, int]
+    source: str
+
+
+# FROM of each Dockerfile flavour when the spec names no base_image.
+DEFAULT_BASES = {
+    # verl docker/rocm/Dockerfile.rocm (checked 2026-11)
+    "rocm": "rocm/primus:v26.4",
+    # OpenRLHF dockerfile/Dockerfile (checked 2026-11)
+    "cuda": "nvcr.io/nvidia/pytorch:26.03-py3",
+    # Docker Official Images, python:3.11-slim-bookworm (Debian 12, glibc 2.36)
+    "cpu": "python:3.11-slim-bookworm",
+}
+
+# The bases whose Python and glibc are known, so pip can resolve for them without the image.
+BASES = {
+    "rocm/primus:v26.4": BaseImage(
+        "3.12",
+        (2, 35),
+        "verl docker/rocm/README.md: Python 3.12 (checked 2026-11); its glibc is not stated, "
+        "so Ubuntu 22.04's 2.35 is assumed (the older of AMD's current Ubuntu bases): a wheel "
+        "that needs a newer glibc is reported, never silently accepted",
+    ),
+    "nvcr.io/nvidia/pytorch:26.03-py3": BaseImage(
+        "3.12",
+        (2, 39),
+        "NVIDIA PyTorch container release notes 26.03: Ubuntu 24.04 (glibc 2.39), Python 3.12",
+    ),
+    "python:3.11-slim-bookworm": BaseImage(
+        "3.11", (2, 36), "Docker Official Images python:3.11-slim-bookworm: Debian 12, glibc 2.36"
+    ),
+}
+
+
+def base_image(build: BuildSpec) -> str:
+    """The FROM of the rendered Dockerfile."""
+    return build.base_image or DEFAULT_BASES[build.dockerfile or "cpu"]
 
 
 # flash-attn builds against the torch already in the image, which pip's build isolation
