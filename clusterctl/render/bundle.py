@@ -22,7 +22,7 @@ from clusterctl.errors import UsageError
 from clusterctl.render.plan import JobPlan, build_plan
 from clusterctl.render.templates import render_template
 from clusterctl.spec.images import base_image, build_requirements
-from clusterctl.spec.models import JobSpec
+from clusterctl.spec.models import PORT_BLOCK, JobSpec
 
 SCRIPT = "job.sbatch"
 RESOLVED_SPEC = "spec.resolved.yaml"
@@ -93,6 +93,7 @@ def render_bundle(spec: JobSpec) -> Bundle:
         version=__version__,
         ray_wait_py=ray_wait_source(),
         selftest_args=selftest_args(spec),
+        port_block=PORT_BLOCK,
     )
     bundle.files[SCRIPT] = BundleFile(script, 0o777)  # less the umask
     build = spec.container.build

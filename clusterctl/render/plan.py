@@ -39,8 +39,7 @@ class JobPlan:
     workload_kind: str
     workload_argv: list[str]
     job_submit_args: list[str] | None
-    port_checks_head: list[int]
-    port_checks_all: list[int]
+    port_checks_all: list[int]  # fixed ports every node checks (the job's own come at run time)
     log_root: str
 
 
@@ -222,13 +221,9 @@ def ray_args(spec: JobSpec) -> tuple[list[str], list[str]]:
     ):
         if port is not None:
             common.append(f"--{name}={port}")
-    head = [
-        f"--port={ray.head_port}",
-        f"--dashboard-port={ray.dashboard_port}",
-        f"--ray-client-server-port={ray.client_port}",
-        "--include-dashboard=true",
-        *common,
-    ]
+    # The head's ports (--port, --dashboard-port, ...) and every node's agent port come at run
+    # time too: fixed by the spec, else the job's own (cc_job_ports in job.sbatch).
+    head = ["--include-dashboard=true", *common]
     return head, common
 
 
@@ -263,7 +258,6 @@ def build_plan(spec: JobSpec) -> JobPlan:
         workload_kind=wl.framework,
         workload_argv=argv,
         job_submit_args=submit,
-        port_checks_head=[ray.head_port, ray.dashboard_port, ray.client_port],
         port_checks_all=fixed_worker_ports,
         log_root=log_root(spec.logs.dir),
     )

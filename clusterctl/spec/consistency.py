@@ -169,15 +169,20 @@ def _ports(spec: JobSpec) -> list[tuple[FieldPath, str]]:
         "head_port": ray.head_port,
         "dashboard_port": ray.dashboard_port,
         "client_port": ray.client_port,
+        "dashboard_agent_port": ray.dashboard_agent_port,
         "node_manager_port": ray.node_manager_port,
         "object_manager_port": ray.object_manager_port,
     }
     seen: dict[int, str] = {}
+    range_low, range_high = (int(x) for x in ray.port_range.split("-"))
     for name, port in named.items():
         if port is None:
             continue
         if port in seen:
             out.append((("ray", name), f"port {port} is also ray.{seen[port]}"))
+        elif range_low <= port <= range_high:
+            out.append((("ray", name), f"port {port} lies in ray.port_range {ray.port_range}, "
+                        "where other jobs' own ports come from"))  # fmt: skip
         seen[port] = name
     low, high = ray.min_worker_port, ray.max_worker_port
     if (low is None) != (high is None):

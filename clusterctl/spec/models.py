@@ -66,6 +66,21 @@ SlurmTime = Annotated[
     ),
 ]
 Port = Annotated[int, Field(ge=1024, le=65535)]
+PORT_BLOCK = 16  # per-job ports: GCS, dashboard, client, then one agent port per node slot
+
+
+def _port_range(value: str) -> str:
+    low, sep, high = value.partition("-")
+    if not (sep and low.isdigit() and high.isdigit()):
+        raise ValueError("write LOW-HIGH, e.g. 20000-29999")
+    if not 1024 <= int(low) <= int(high) <= 65535:
+        raise ValueError("ports must satisfy 1024 <= LOW <= HIGH <= 65535")
+    if int(high) - int(low) + 1 < PORT_BLOCK:
+        raise ValueError(f"the range must hold at least {PORT_BLOCK} ports (one job's block)")
+    return value
+
+
+PortRange = Annotated[str, AfterValidator(_port_range)]
 ImageRef = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/@-]*$")]
 # A version as pip and image tags spell it (also lands in Dockerfiles, which are line-based).
 Version = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9.+!*_-]*$")]
@@ -287,9 +302,21 @@ class NetworkSpec(Section):
 class RaySpec(Section):
     """The Ray cluster inside the containers."""
 
-    head_port: Port = Field(6379, description="GCS port on the head")
-    dashboard_port: Port = Field(8265, description="dashboard / job submission port")
-    client_port: Port = Field(10001, description="Ray client server port")
+    # Every port left unset is the job's own: a block of PORT_BLOCK ports in port_range,
+    # chosen by the job id, so jobs that share a host (or nodes) never meet on one port.
+    head_port: Port | None = Field(None, description="GCS port on the head; default: per job")
+    dashboard_port: Port | None = Field(
+        None, description="dashboard / job submission port; default: per job"
+    )
+    client_port: Port | None = Field(None, description="Ray client server port; default: per job")
+    dashboard_agent_port: Port | None = Field(
+        None, description="dashboard agent HTTP port on every node; default: per job and node"
+    )
+    port_range: PortRange = Field(
+        "20000-29999",
+        description="where per-job ports come from: LOW-HIGH, blocks of 16 by job id "
+        "(default: between Ray's worker ports 10002-19999 and Linux's ephemeral 32768-60999)",
+    )
     node_manager_port: Port | None = Field(None, description="fixed raylet port")
     object_manager_port: Port | None = Field(None, description="fixed object manager port")
     min_worker_port: Port | None = Field(None, description="lowest worker port")

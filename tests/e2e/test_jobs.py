@@ -70,14 +70,18 @@ def sbatch(workdir: Path, script: Path, wait: bool = True) -> tuple[Job, int, fl
     job = Job(result.stdout.strip().split(";")[0], workdir)
     if not wait:
         return job, 0, 0.0
+    return job, finish(job), time.monotonic() - start
+
+
+def finish(job: Job) -> int:
+    """Wait until the job has left the queue; its exit code as SLURM recorded it."""
     wait_gone(job, 600)
-    elapsed = time.monotonic() - start
     info = subprocess.run(
         ["scontrol", "show", "job", "-o", job.job_id], capture_output=True, text=True, check=True
     ).stdout
     exit_code = re.search(r"\bExitCode=(\d+):(\d+)", info)
     assert exit_code, info
-    return job, int(exit_code.group(1)) or int(exit_code.group(2)), elapsed
+    return int(exit_code.group(1)) or int(exit_code.group(2))
 
 
 def containers_of(job: Job, docker_host: str | None = None) -> list[str]:
@@ -195,6 +199,37 @@ def test_worker_that_cannot_join_fails_the_job_naming_it(tmp_path: Path, node3_e
     assert doctor.returncode == 1
     found = {f["id"] for f in json.loads(doctor.stdout)}
     assert {"clusterctl-fail", "ray-version-mismatch"} <= found
+
+
+def test_two_jobs_at_once_on_one_host_each_have_their_own_ray(tmp_path: Path) -> None:
+    # Every dev node is this host: two jobs at once meet on every port they share. Each job
+    # must reach its own Ray (2 nodes, not 4) on ports of its own, and both must succeed.
+    jobs = []
+    for name in ("a", "b"):
+        workdir = tmp_path / name
+        workdir.mkdir()
+        script = render(
+            workdir,
+            "slurm.nodes=2",
+            'workload.command=python3 -c "import ray; ray.init(); '
+            "print('sees', len([n for n in ray.nodes() if n['Alive']]), 'nodes at', "
+            'ray.get_runtime_context().gcs_address)"; sleep 5',
+        )
+        jobs.append(sbatch(workdir, script, wait=False)[0])
+    assert [finish(job) for job in jobs] == [0, 0], [job.log for job in jobs]
+    seen = [re.search(r"sees (\d+) nodes at (\S+)", job.log) for job in jobs]
+    assert all(seen), [job.log for job in jobs]
+    assert [m.group(1) for m in seen if m] == ["2", "2"]
+    addresses = [m.group(2) for m in seen if m]
+    assert addresses[0] != addresses[1]
+    # both Ray clusters lived at the same time: the collision case, not one after the other
+    spans = []
+    for job in jobs:
+        times = {e["phase"]: e["t"] for e in job.timeline()}
+        spans.append((float(times["ray-head"]), float(times["workload-done"])))  # type: ignore[arg-type]
+    assert spans[0][0] < spans[1][1] and spans[1][0] < spans[0][1], spans
+    for job in jobs:
+        assert containers_of(job) == []
 
 
 def test_failing_workload_fails_the_job_with_its_status(tmp_path: Path) -> None:
