@@ -232,6 +232,49 @@ def test_two_jobs_at_once_on_one_host_each_have_their_own_ray(tmp_path: Path) ->
         assert containers_of(job) == []
 
 
+def test_a_requeued_run_has_its_own_log_directory_and_timeline(tmp_path: Path) -> None:
+    # The first run waits in its workload; `scontrol requeue` ends it (SIGTERM, cleanup) and
+    # SLURM starts the job again under the same id; the second run finds the first run's
+    # marker in the shared workdir and finishes.
+    script = render(
+        tmp_path,
+        "slurm.nodes=2",
+        'slurm.extra=["--requeue"]',
+        f'container.mounts=[{{"source": "{tmp_path}", "target": "/shared"}}]',
+        "workload.command=test -e /shared/marker && echo second run && exit 0; "
+        "touch /shared/marker; sleep 600",
+    )
+    job, _, _ = sbatch(tmp_path, script, wait=False)
+    wait_for_phase(job, "workload", 120)
+    subprocess.run(["scontrol", "requeue", job.job_id], check=True)
+    # SLURM holds a requeued job back for a while (BeginTime); let it start at once
+    deadline = time.monotonic() + 60
+    while (
+        "PENDING"
+        not in subprocess.run(
+            ["squeue", "-h", "-j", job.job_id, "-o", "%T"], capture_output=True, text=True
+        ).stdout
+    ):
+        assert time.monotonic() < deadline, "the requeued job never went back to PENDING"
+        time.sleep(0.5)
+    subprocess.run(["scontrol", "update", f"JobId={job.job_id}", "StartTime=now"], check=True)
+    assert finish(job) == 0
+    logs = tmp_path / "clusterctl-logs"
+    first, second = logs / f"cpu-smoke-{job.job_id}", logs / f"cpu-smoke-{job.job_id}-run1"
+    first_end = json.loads((first / "timeline.json").read_text())[-1]
+    second_timeline = json.loads((second / "timeline.json").read_text())
+    assert (first_end["run"], first_end["status"]) == (0, 143)
+    assert (second_timeline[-1]["run"], second_timeline[-1]["status"]) == (1, 0)
+    assert [e["phase"] for e in second_timeline].count("setup") == 1  # nothing of run 0
+    first_log = (first / "batch.log").read_text()
+    second_log = (second / "batch.log").read_text()
+    assert "second run" in second_log and "second run" not in first_log
+    assert f"run 1 of job {job.job_id} (requeued)" in second_log
+    assert "received SIGTERM" in first_log and "received SIGTERM" not in second_log
+    assert not (first / "batch.log").is_symlink() and not (second / "batch.log").is_symlink()
+    assert containers_of(job) == []
+
+
 def test_failing_workload_fails_the_job_with_its_status(tmp_path: Path) -> None:
     job, rc, _ = sbatch(tmp_path, render(tmp_path, "workload.command=echo doomed; exit 3"))
     assert rc == 3, job.log  # the job's exit status is the workload's
