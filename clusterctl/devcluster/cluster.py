@@ -277,6 +277,20 @@ def stop_slurm() -> None:
     wait_until(lambda: not _pids(f"slurm.* -f {SLURM_CONF}"), 30, "SLURM daemons stopping")
 
 
+def kill_slurmd(node: str) -> None:
+    """SIGKILL one node's slurmd, as a crash would (its job steps keep running)."""
+    for pid in _pids(f"slurmd -f {SLURM_CONF} -N {node}$"):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 9)
+    wait_until(lambda: not _pids(f"slurmd -f {SLURM_CONF} -N {node}$"), 10, f"{node}'s slurmd gone")
+
+
+def start_slurmd(node: str) -> None:
+    """Start one node's slurmd again (it picks up the job steps still running there)."""
+    if not _pids(f"slurmd -f {SLURM_CONF} -N {node}$"):
+        run(["slurmd", "-f", str(SLURM_CONF), "-N", node], timeout=30, env=slurm_env())
+
+
 def link_system_conf(say: Say) -> None:
     """Let plain `sbatch` find the dev cluster: /etc/slurm/slurm.conf -> ours, if free."""
     target = SYSTEM_SLURM_CONF

@@ -16,6 +16,7 @@ EXIT_OK = 0
 EXIT_HEAD = 10  # the GCS never answered
 EXIT_JOIN = 11  # not every node joined, or resources differ
 EXIT_SELFTEST = 12  # a node could not run a task, or the all-reduce failed / was too slow
+EXIT_LOST = 13  # --watch: Ray marked a node of the job dead
 
 
 def say(message: str) -> None:
@@ -124,6 +125,28 @@ def wait_for_join(
     for problem in problems:
         fail(problem, "ray-join")
     return None
+
+
+def lost_nodes(nodes: list[dict[str, Any]], expected: list[str]) -> list[str]:
+    """The job's nodes Ray no longer counts alive (a node that re-registered after being
+    marked dead still counts as lost: its raylet and everything on it started over)."""
+    dead = {str(n.get("NodeName")) for n in nodes if not n.get("Alive")}
+    alive = {str(n.get("NodeName")) for n in nodes if n.get("Alive")}
+    return [name for name in expected if name in dead or name not in alive]
+
+
+def watch(ray: Any, expected: list[str], node_timeout: float, phase_name: str) -> int:
+    """Until ended: fail naming every node Ray marks dead (it misses node_timeout health
+    checks: the machine died, hangs, or lost its network)."""
+    while True:
+        lost = lost_nodes(ray.nodes(), expected)
+        if lost:
+            for name in lost:
+                fail(f"node={name} lost: Ray marked it dead (no answer to its health checks "
+                     f"for {node_timeout:g}s, ray.node_timeout)", phase_name)  # fmt: skip
+            result("node-lost", lost=lost)
+            return EXIT_LOST
+        time.sleep(1)
 
 
 def selftest(
@@ -235,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--selftest-size-mb", type=int, default=16)
     parser.add_argument("--selftest-backend", default="gloo")
     parser.add_argument("--min-busbw-gbps", type=float, default=0.0)
+    parser.add_argument("--watch", metavar="PHASE", help="watch node liveness, do not wait")
+    parser.add_argument("--node-timeout", type=float, default=30)
     args = parser.parse_args(argv)
     global PHASE_TOKEN
     PHASE_TOKEN = args.phase_token
@@ -247,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     if not connect(ray, args.address, start + args.start_deadline):
         result("head-timeout")
         return EXIT_HEAD
+    if args.watch:
+        return watch(ray, expected, args.node_timeout, args.watch)
     joined = wait_for_join(
         ray, expected, args.cpus_per_node, args.gpus_per_node, time.monotonic() + args.join_deadline
     )

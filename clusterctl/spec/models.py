@@ -265,6 +265,14 @@ class ContainerSpec(Section):
     cleanup_deadline: int = Field(
         60, ge=5, le=600, description="seconds for removing the containers at the end"
     )
+    orphan_timeout: int = Field(
+        60,
+        ge=10,
+        le=3600,
+        description="a node removes its own container when the batch side's heartbeat is "
+        "this many seconds old, or SLURM no longer runs this run of the job (a dead man's "
+        "switch for nodes whose slurmd or batch host died)",
+    )
 
 
 class NetworkSpec(Section):
@@ -311,6 +319,13 @@ class RaySpec(Section):
     client_port: Port | None = Field(None, description="Ray client server port; default: per job")
     dashboard_agent_port: Port | None = Field(
         None, description="dashboard agent HTTP port on every node; default: per job and node"
+    )
+    node_timeout: int = Field(
+        30,
+        ge=5,
+        le=3600,
+        description="seconds a node may miss Ray's health checks before the job fails naming "
+        "it as lost (Ray's own default is about 15-60 s)",
     )
     port_range: PortRange = Field(
         "20000-29999",

@@ -275,6 +275,60 @@ def test_a_requeued_run_has_its_own_log_directory_and_timeline(tmp_path: Path) -
     assert containers_of(job) == []
 
 
+def test_a_hung_node_fails_the_job_as_lost_within_the_node_timeout(tmp_path: Path) -> None:
+    # A frozen container stands in for a machine that hangs or drops off the network: its
+    # raylet stops answering, but nothing exits, so only Ray's health checks can tell.
+    script = render(tmp_path, "slurm.nodes=2", "workload.command=sleep 600", "ray.node_timeout=10")
+    job, _, _ = sbatch(tmp_path, script, wait=False)
+    wait_for_phase(job, "workload", 120)
+    paused_at = time.monotonic()
+    subprocess.run(["docker", "pause", f"cc-{job.job_id}-node2"], check=True, capture_output=True)
+    assert finish(job) == 1
+    assert time.monotonic() - paused_at < 60  # tens of seconds, not SLURM's 300 s
+    node, phase, cause = job.first_failure()
+    assert (node, phase) == ("node2", "workload")
+    assert cause.startswith("node2 lost: Ray marked it dead")
+    assert json.loads((job.log_dir / "timeline.json").read_text())[-1]["failed_node"] == "node2"
+    assert containers_of(job) == []
+
+
+def test_a_node_whose_slurmd_died_removes_its_own_container(tmp_path: Path) -> None:
+    # node2's slurmd dies mid-job; the job is cancelled. SLURM cannot reach node2 to end its
+    # step, so the batch side's signal never arrives there: node2's dead man's switch sees
+    # that SLURM no longer runs the job and removes the container itself.
+    script = render(
+        tmp_path,
+        "slurm.nodes=2",
+        "workload.command=sleep 600",
+        "container.cleanup_deadline=10",
+        "container.orphan_timeout=20",
+    )
+    job, _, _ = sbatch(tmp_path, script, wait=False)
+    wait_for_phase(job, "workload", 120)
+    cluster.kill_slurmd("node2")
+    try:
+        subprocess.run(["scancel", job.job_id], check=True)
+        deadline = time.monotonic() + 90
+        while (
+            f"cc-{job.job_id}-node2"
+            in subprocess.run(
+                ["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True
+            ).stdout
+        ):
+            assert time.monotonic() < deadline, "node2's container outlived its job"
+            time.sleep(1)
+        orphans = (job.log_dir / "orphans.log").read_text()
+        assert f"[node2] dead man's switch: SLURM reports job {job.job_id} JobState=" in orphans
+        assert containers_of(job) == []
+    finally:
+        cluster.start_slurmd("node2")
+        cluster.wait_until(
+            lambda: cluster.node_states().get("node2", "").rstrip("*~#") == "idle",
+            120,
+            "node2 idle again",
+        )
+
+
 def test_failing_workload_fails_the_job_with_its_status(tmp_path: Path) -> None:
     job, rc, _ = sbatch(tmp_path, render(tmp_path, "workload.command=echo doomed; exit 3"))
     assert rc == 3, job.log  # the job's exit status is the workload's
