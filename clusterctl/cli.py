@@ -214,7 +214,7 @@ def submit(
         bundle = render_bundle(loaded.spec)
         target = Path(out_dir or f"{loaded.spec.slurm.job_name}.bundle")
         if dry_run:
-            click.echo("# " + " ".join(sbatch_command(target, wait)))
+            click.echo("# " + " ".join(sbatch_command(target)))
             click.echo(bundle.script, nl=False)
             return
         write_bundle(bundle, target)

@@ -53,3 +53,15 @@ def test_up_is_idempotent() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert "starting" not in out.stderr  # everything was already running
+
+
+@pytest.mark.cluster
+@pytest.mark.usefixtures("dev_cluster")
+def test_down_stops_the_separate_engines_the_tests_start() -> None:
+    # `dev-cluster down` used to leave these running; it now stops them through stop_engines
+    host = cluster.start_engine("downtest", print)
+    assert cluster.ok(["docker", "-H", host, "info"])
+    said: list[str] = []
+    cluster.stop_engines(said.append)
+    assert not cluster.ok(["docker", "-H", host, "info"])
+    assert "stopped the separate Docker engine downtest" in said

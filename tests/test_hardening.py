@@ -272,7 +272,7 @@ def test_relative_log_dir_can_never_read_as_an_option() -> None:
 
 
 def test_sbatch_gets_an_absolute_script_path() -> None:
-    command = sbatch_command(Path("--chdir=x.bundle"), wait=False)
+    command = sbatch_command(Path("--chdir=x.bundle"))
     assert command[-1].startswith("/") and command[-1].endswith("--chdir=x.bundle/job.sbatch")
 
 

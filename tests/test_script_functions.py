@@ -213,3 +213,27 @@ def test_exact_interface_name_that_is_only_a_prefix_fails_naming_it(library: Pat
     result = address(library, IP / "gpu-node.txt", "=ib")
     assert result.returncode == 1
     assert "network.socket_ifname==ib selects" in result.stderr
+
+
+def test_a_stuck_node_command_does_not_hold_off_the_signal_trap(library: Path) -> None:
+    # bash defers a trap until the foreground command ends; cc_node_try waits in the
+    # background, so the trap (the node's cleanup) runs at once and the child is ended.
+    result = bash(
+        library,
+        """
+trap 'echo trapped; [[ -z $CC_NODE_CHILD ]] || kill "$CC_NODE_CHILD"; exit 143' TERM
+(sleep 1; kill -TERM $$) &
+start=$SECONDS
+cc_node_try sleep 60
+echo "not reached after $((SECONDS - start))s"
+""",
+    )
+    assert result.returncode == 143, result.stdout + result.stderr
+    assert result.stdout.strip() == "trapped"
+
+
+def test_node_try_keeps_the_output_and_status(library: Path) -> None:
+    result = bash(
+        library, 'cc_node_try bash -c "echo out; echo err >&2; exit 3" || echo "$? $CC_TRY_OUT"'
+    )
+    assert result.stdout.split() == ["3", "out", "err"]

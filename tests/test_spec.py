@@ -130,10 +130,16 @@ def test_sbatch_value_with_space_or_newline_is_refused() -> None:
         ("container: {image: x, pull: load}\n", "container.load_from: pull: load needs"),
         ("hardware: {preset: none}\nslurm: {gpus_per_node: 2}\n", "slurm.gpus_per_node: 2 GPUs"),
         ("network: {fabric: ethernet, hcas: [mlx5_0]}\n", "network.hcas: HCAs listed"),
-        ("ray: {head_port: 6379, dashboard_port: 6379}\n", "ray.dashboard_port: port 6379 is also ray.head_port"),
-        ("ray: {head_port: 20001}\n", "ray.head_port: port 20001 lies in ray.port_range 20000-29999"),
+        (
+            "ray: {head_port: 6379, dashboard_port: 6379}\n",
+            "ray.dashboard_port: port 6379 is also ray.head_port",
+        ),
+        (
+            "ray: {head_port: 20001}\n",
+            "ray.head_port: port 20001 lies in ray.port_range 20000-29999",
+        ),
         ("ray: {port_range: 20000-20010}\n", "ray.port_range: the range must hold at least 16"),
-        ("ray: {port_range: \"6379\"}\n", "ray.port_range: write LOW-HIGH"),
+        ('ray: {port_range: "6379"}\n', "ray.port_range: write LOW-HIGH"),
         ("slurm: {extra: ['--nodes=3']}\n", "slurm.extra[0]: --nodes is set by clusterctl"),
         ("slurm: {extra: ['-N3']}\n", "slurm.extra[0]: --nodes is set by clusterctl"),
         (

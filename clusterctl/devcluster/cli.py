@@ -41,12 +41,18 @@ def up(nodes: int, install: bool, image: bool) -> None:
 
 
 @dev_cluster.command()
-def down() -> None:
-    """Cancel jobs, stop SLURM, remove clusterctl containers."""
+@click.option(
+    "--purge",
+    is_flag=True,
+    help="Also remove the dev cluster's state, images and caches (wheels, judges, pip).",
+)
+def down(purge: bool) -> None:
+    """Cancel jobs, stop SLURM and the tests' Docker engines, remove clusterctl containers;
+    say what stays on disk."""
     from clusterctl.devcluster import cluster
 
     with user_errors():
-        cluster.down(_say)
+        cluster.down(_say, purge)
 
 
 @dev_cluster.command()

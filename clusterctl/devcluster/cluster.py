@@ -10,6 +10,7 @@ Dockerfile.cpu template.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import subprocess
@@ -562,17 +563,64 @@ def up(nodes: int, say: Say, install: bool = True, image: bool = True) -> None:
     say(f"dev cluster up: {nodes} nodes, SLURM_CONF={SLURM_CONF}, image {DEV_IMAGE}")
 
 
-def down(say: Say) -> None:
-    """Cancel jobs, stop the SLURM daemons and remove clusterctl containers."""
+# What the dev cluster, its tests and the framework judges leave on disk; --purge removes it.
+JUDGES_DIR = Path("/var/tmp/clusterctl-judges")  # scripts/framework-judges.sh
+BENCH_DIR = Path("/var/tmp/clusterctl-bench")  # benchmarks/ raw figures
+
+
+def _size(path: Path) -> str:
+    out = run(["du", "-sh", str(path)], check=False)
+    return out.stdout.split()[0] if out.returncode == 0 and out.stdout else "?"
+
+
+def _gone(pid: int) -> bool:
+    return not Path(f"/proc/{pid}").exists()
+
+
+def stop_engines(say: Say) -> None:
+    """Stop every separate Docker engine the tests started (start_engine), their
+    containers with them."""
+    for pidfile in Path("/run/clusterctl-dev").glob("*/dockerd.pid"):
+        name = pidfile.parent.name
+        with contextlib.suppress(ValueError, OSError):
+            pid = int(pidfile.read_text().strip())
+            run(["docker", "-H", engine_socket(name), "rm", "-f",
+                 *run(["docker", "-H", engine_socket(name), "ps", "-aq"],
+                      check=False).stdout.split()], check=False)  # fmt: skip
+            os.kill(pid, 15)
+            wait_until(functools.partial(_gone, pid), 30, f"engine {name} stopping")
+            say(f"stopped the separate Docker engine {name}")
+    for routed in (STATE_DIR / "node-engines").glob("*"):
+        routed.unlink()
+
+
+def down(say: Say, purge: bool = False) -> None:
+    """Cancel jobs, stop the SLURM daemons and the tests' Docker engines, remove clusterctl
+    containers and the slurm.conf link; say what stays (with purge: remove it too)."""
     require_root()
     if SLURM_CONF.exists():
         ok(["scancel", "--full", "-u", "root"])
         stop_slurm()
+    stop_engines(say)
     if docker_ok():
         ids = run(["docker", "ps", "-aq", "--filter", "label=clusterctl.job"], check=False)
         if ids.stdout.split():
             run(["docker", "rm", "-f", *ids.stdout.split()], check=False)
-    say("dev cluster down (munged and dockerd left running)")
+    if SYSTEM_SLURM_CONF.is_symlink() and SYSTEM_SLURM_CONF.resolve() == SLURM_CONF.resolve():
+        SYSTEM_SLURM_CONF.unlink()
+        say(f"removed the {SYSTEM_SLURM_CONF} link")
+    left = [d for d in (STATE_DIR, CACHE_DIR, JUDGES_DIR, BENCH_DIR) if d.exists()]
+    if purge:
+        for directory in left:
+            shutil.rmtree(directory, ignore_errors=True)
+            say(f"removed {directory}")
+        if docker_ok():
+            run(["docker", "image", "rm", "-f", DEV_IMAGE, BASE_IMAGE], check=False)
+            say(f"removed the images {DEV_IMAGE} and {BASE_IMAGE}")
+    say("dev cluster down; munged and the main dockerd stay running (other users may need them)")
+    if left and not purge:
+        kept = ", ".join(f"{d} ({_size(d)})" for d in left)
+        say(f"kept: {kept}, images {DEV_IMAGE} and {BASE_IMAGE}; --purge removes them")
 
 
 def status() -> Status:

@@ -132,9 +132,13 @@ def test_three_node_job_completes_and_workload_sees_three_nodes(tmp_path: Path) 
     assert rc == 0, job.log
     assert "workload sees 3 ray nodes: ['node1', 'node2', 'node3']" in job.log
     assert "selftest: 3 nodes ran tasks; gloo all-reduce" in job.log
-    # every node offers the CPUs SLURM gave it (1 per node here), checked at join time
-    result = json.loads(job.log.split("CLUSTERCTL_RESULT ", 1)[1].splitlines()[0])
+    # every node offers the CPUs SLURM gave it (1 per node here), checked at join time; the
+    # machine-readable result stays in cluster.log, out of the batch log people read
+    cluster_log = (job.log_dir / "cluster.log").read_text()
+    result = json.loads(cluster_log.split("CLUSTERCTL_RESULT ", 1)[1].splitlines()[0])
     assert result["nodes"] == {f"node{i}": {"CPU": 1.0, "GPU": 0.0} for i in (1, 2, 3)}
+    assert "CLUSTERCTL_RESULT" not in job.log and "CLUSTERCTL_PHASE" not in job.log
+    assert "phase: ray-joined" in job.log  # the head's phases read like the batch side's
     phases = [e["phase"] for e in job.timeline()]
     assert phases == [
         "setup",
@@ -246,6 +250,10 @@ def test_a_requeued_run_has_its_own_log_directory_and_timeline(tmp_path: Path) -
     )
     job, _, _ = sbatch(tmp_path, script, wait=False)
     wait_for_phase(job, "workload", 120)
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "marker").exists():  # the first run's workload is under way
+        assert time.monotonic() < deadline, "the first run's workload never started"
+        time.sleep(0.2)
     subprocess.run(["scontrol", "requeue", job.job_id], check=True)
     # SLURM holds a requeued job back for a while (BeginTime); let it start at once
     deadline = time.monotonic() + 60
