@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -237,3 +238,23 @@ def test_node_try_keeps_the_output_and_status(library: Path) -> None:
         library, 'cc_node_try bash -c "echo out; echo err >&2; exit 3" || echo "$? $CC_TRY_OUT"'
     )
     assert result.stdout.split() == ["3", "out", "err"]
+
+
+def test_consequences_list_every_other_failure_once(library: Path, tmp_path: Path) -> None:
+    (tmp_path / "nodes.log").write_text(
+        "clusterctl: FAIL node=node2 phase=workload: node2 lost: Ray marked it dead\n"
+        "clusterctl: FAIL node=node1 phase=workload: container cc-9-node1 exited\n"
+    )
+    (tmp_path / "watch.log").write_text(
+        "clusterctl: FAIL node=node2 phase=workload: node2 lost: Ray marked it dead\n"
+        'clusterctl: FAIL node=node3 phase=workload: a "quoted" cause\n'
+    )
+    result = bash(
+        library,
+        f"CC_LOG_DIR={tmp_path} CC_FAIL_CAUSE='node2 lost: Ray marked it dead'\n"
+        'printf "[%s]" "$(cc_consequences)"',
+    )
+    assert json.loads(result.stdout) == [
+        "node=node1 phase=workload: container cc-9-node1 exited",
+        'node=node3 phase=workload: a "quoted" cause',
+    ]

@@ -574,7 +574,12 @@ def _size(path: Path) -> str:
 
 
 def _gone(pid: int) -> bool:
-    return not Path(f"/proc/{pid}").exists()
+    """The process has exited (a zombie that its parent has not reaped yet counts)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[0] == "Z"
 
 
 def stop_engines(say: Say) -> None:
