@@ -47,7 +47,11 @@ def docker(args: list[str]) -> int:
         print("0123456789ab")
     elif command == "exec":
         rest = [a for a in args[1:] if a != "-i"]
-        if "python3" in rest and "-c" in rest and "--phase-token" in rest:
+        if "python3" in rest and "-c" in rest and "--watch" in rest:
+            sys.stdin.read()  # the liveness watch: runs while the head container does
+            while any(STATE.glob("running-*")):
+                time.sleep(0.05)
+        elif "python3" in rest and "-c" in rest and "--phase-token" in rest:
             sys.stdin.read()  # the node names
             print('CLUSTERCTL_RESULT {"status": "ready"}')
     elif command == "wait":
@@ -64,7 +68,7 @@ def scontrol(args: list[str]) -> int:
     if args[:2] == ["show", "hostnames"]:
         print("node1")
     elif args[:2] == ["show", "job"]:
-        print("JobId=1 StdOut=/dev/null")
+        print("JobId=1 JobState=RUNNING Restarts=0 StdOut=/dev/null")
     elif args[:2] == ["show", "node"]:
         print("NodeName=node1 NodeAddr=127.0.0.1")
     return 0
