@@ -164,9 +164,10 @@ def container_env(spec: JobSpec) -> dict[str, str]:
         env["NCCL_IB_GID_INDEX"] = str(net.gid_index)
     env.update({k: _scalar(v) for k, v in net.nccl_env.items()})
     # Ray's GCS marks a node dead after health_check_failure_threshold missed checks, one
-    # every health_check_period_ms (Ray src/ray/common/ray_config_def.h; names present in the
-    # 2.48 and 2.60 wheels): one check a second, each given a second (the default 10 s
-    # timeout per check made a hung node take 10x longer), ray.node_timeout of them.
+    # every health_check_period_ms, each waiting health_check_timeout_ms (Ray
+    # src/ray/common/ray_config_def.h; the names checked in the 2.60 wheel's _raylet.so, not
+    # in older wheels). One check a second, each given a second (the default 10 s timeout
+    # per check made a hung node take 10x longer), ray.node_timeout of them.
     env["RAY_health_check_period_ms"] = "1000"
     env["RAY_health_check_timeout_ms"] = "1000"
     env["RAY_health_check_failure_threshold"] = str(spec.ray.node_timeout)
