@@ -229,17 +229,22 @@ def standin_wheel(directory: Path, pkg_info: str) -> tuple[str, str]:
     return str(canonicalize_name(name)), version
 
 
+def _named(text: str) -> Parsed | None:
+    """A requirement as pip's messages quote it ("deepspeed==0.19.6;"), or None."""
+    try:
+        return Parsed(text.rstrip(";"))
+    except InvalidRequirement:
+        return None
+
+
 def _source_only(run: _Run, output: str) -> bool:
     """When pip found no wheel for a requirement that has a source release, stand it in and
     say so (True); False when pip's answer stands."""
     missing = _NO_MATCH.search(output)
     if not missing or len(run.standins) >= MAX_SOURCE_ONLY:
         return False
-    try:
-        req = Parsed(missing.group(1).rstrip(";"))
-    except InvalidRequirement:
-        return False
-    return _stand_in(run, req)
+    req = _named(missing.group(1))
+    return req is not None and _stand_in(run, req)
 
 
 def _stand_in(run: _Run, req: Parsed) -> bool:
@@ -333,10 +338,8 @@ def judge_resolution(spec: JobSpec, found: Resolution) -> list[tuple[tuple[str |
     named = _NO_MATCH.findall(found.output) or _USER_ASKED.findall(found.output)
     origins = {requirement_name(r.text): r.origin for r in build_requirements(spec)}
     for text in named:
-        try:
-            name = str(canonicalize_name(Parsed(text.rstrip(";")).name))
-        except InvalidRequirement:
-            continue
+        req = _named(text)
+        name = str(canonicalize_name(req.name)) if req else ""
         if name in origins:
             where = origins[name]
             break
