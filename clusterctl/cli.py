@@ -279,8 +279,10 @@ def _register_optional_commands() -> None:
     from clusterctl.devcluster.cli import dev_cluster
     from clusterctl.doctor.cli import doctor
     from clusterctl.lint.cli import rules
+    from clusterctl.verify.cli import verify
 
     main.add_command(rules)
+    main.add_command(verify)
     main.add_command(doctor)
     main.add_command(dev_cluster)
 

@@ -78,6 +78,25 @@ def selftest_args(spec: JobSpec) -> list[str]:
     ]
 
 
+def _script_context(spec: JobSpec) -> dict[str, object]:
+    data = spec.model_dump(mode="json")
+    return {
+        "spec": spec,
+        "plan": build_plan(spec),
+        "spec_hash": _sha256(json.dumps(data, sort_keys=True)),
+        "version": __version__,
+        "ray_wait_py": ray_wait_source(),
+        "selftest_args": selftest_args(spec),
+        "port_block": PORT_BLOCK,
+    }
+
+
+def render_gather_script(spec: JobSpec) -> str:
+    """The script `clusterctl verify` runs on every node: the job's own settings and node
+    functions (its address rule, its port check), then the gather (prints, changes nothing)."""
+    return render_template("verify.sh.j2", **{**_script_context(spec), "ray_wait_py": ""})
+
+
 def render_bundle(spec: JobSpec) -> Bundle:
     """Render every artifact of the spec in memory (nothing is written)."""
     data = spec.model_dump(mode="json")

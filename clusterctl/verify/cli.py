@@ -1,0 +1,189 @@
+"""``clusterctl verify SPEC``: check the nodes of an allocation against what the job needs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+
+from clusterctl.console import user_errors
+from clusterctl.errors import UsageError
+from clusterctl.verify.judges import (
+    FAIL,
+    Expect,
+    NodeFacts,
+    Result,
+    exit_status,
+    judge_all,
+    parse_gather,
+)
+from clusterctl.verify.transport import (
+    Gathered,
+    SshOptions,
+    gather_local,
+    gather_srun,
+    gather_ssh,
+    hostnames,
+    job_nodes,
+    live_jobs,
+)
+
+DRAIN_PREFIX = "clusterctl:"  # only reasons with this prefix are ours (NHC's convention)
+
+
+@click.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--hosts", help="Comma-separated SSH hosts (aliases of your ~/.ssh/config).")
+@click.option("--job", "job_id", help="The nodes of this SLURM job, reached over SSH.")
+@click.option("--local", is_flag=True, help="Check this machine only.")
+@click.option("--nodelist", help="Inside an allocation: only these nodes (srun --nodelist).")
+@click.option(
+    "--ssh-config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="SSH config file (default ~/.ssh/config).",
+)
+@click.option(
+    "--accept-new-host-keys",
+    is_flag=True,
+    help="Trust host keys not yet in known_hosts (refused by default).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option("--drain", is_flag=True, help="Print the scontrol lines that drain failed nodes.")
+@click.option("--apply", is_flag=True, help="With --drain: run them.")
+def verify(
+    spec: str,
+    hosts: str | None,
+    job_id: str | None,
+    local: bool,
+    nodelist: str | None,
+    ssh_config: Path | None,
+    accept_new_host_keys: bool,
+    as_json: bool,
+    drain: bool,
+    apply: bool,
+) -> None:
+    """Check every node before anything expensive runs: GPUs, drivers, devices, fabric, limits,
+    Docker and the image, leftovers, ports, the address Ray will use, clocks.
+
+    Inside an allocation (SLURM_JOB_ID set) the nodes are reached with srun; otherwise give
+    --hosts or --job (SSH) or --local. Exit status: 0 ok, 1 warnings, 2 failures.
+    """
+    from clusterctl.render.bundle import render_gather_script
+    from clusterctl.spec.loader import load_spec
+
+    with user_errors():
+        if sum(map(bool, (hosts, job_id, local))) > 1:
+            raise UsageError("give at most one of --hosts, --job and --local")
+        if apply and not drain:
+            raise UsageError("--apply runs the --drain lines: give --drain too")
+        loaded = load_spec(spec, ())
+        script = render_gather_script(loaded.spec)
+        options = SshOptions(ssh_config, accept_new_host_keys)
+        if local:
+            gathered = gather_local(script)
+        elif hosts or job_id:
+            targets = [h for h in (hosts or "").split(",") if h] or job_nodes(job_id or "")
+            gathered = gather_ssh(script, targets, options)
+        elif os.environ.get("SLURM_JOB_ID"):
+            count = len(hostnames(nodelist)) if nodelist else int(os.environ.get("SLURM_NNODES", 1))
+            gathered = gather_srun(script, nodelist, count)
+        else:
+            raise UsageError("not inside an allocation: give --hosts, --job or --local")
+        results, facts = judge_gathered(gathered, expectations(loaded.spec))
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "nodes": [f.node for f in facts],
+                    "results": [asdict(r) for r in results],
+                    "status": exit_status(results),
+                },
+                indent=2,
+            )
+        )
+    else:
+        print_table(results)
+    if drain:
+        for line in drain_commands(results):
+            click.echo(shlex.join(line), err=as_json)
+            if apply:
+                subprocess.run(line, check=False)
+    sys.exit(exit_status(results))
+
+
+def expectations(spec: object) -> Expect:
+    """What the spec's job needs from every node."""
+    from clusterctl.spec.models import JobSpec
+    from clusterctl.spec.presets import PRESETS
+
+    assert isinstance(spec, JobSpec)
+    preset = PRESETS[spec.hardware.preset]
+    return Expect(
+        vendor=preset.vendor,
+        gpus_per_node=spec.slurm.gpus_per_node or 0,
+        image=spec.container.image,
+        fabric=spec.network.fabric or preset.default_fabric,
+        hcas=tuple(spec.network.hcas),
+        gid_index=spec.network.gid_index,
+        live_jobs=live_jobs(),
+    )
+
+
+def judge_gathered(
+    gathered: list[Gathered], expect: Expect
+) -> tuple[list[Result], list[NodeFacts]]:
+    """Parse every node's output and judge it; nodes that gave nothing are failures."""
+    facts: list[NodeFacts] = []
+    missing = []
+    for g in gathered:
+        parsed = parse_gather(g.output)
+        for f in parsed:
+            f.sent, f.received = g.sent, g.received
+            f.node = g.node or f.node
+        facts += parsed
+        if not parsed:
+            missing.append((g.node or g.target, g.error or "no output"))
+    results = [
+        Result(t, "reachable", FAIL, why, "check that the node is up and reachable")
+        for t, why in missing
+    ]
+    return results + judge_all(facts, expect), facts
+
+
+def drain_commands(results: list[Result]) -> list[list[str]]:
+    """One `scontrol update ... State=DRAIN` per failed node, its first failure as reason."""
+    first: dict[str, Result] = {}
+    for r in results:
+        if r.status == FAIL and r.node != "*" and r.check != "reachable":
+            first.setdefault(r.node, r)
+    return [
+        [
+            "scontrol",
+            "update",
+            f"NodeName={node}",
+            "State=DRAIN",
+            f"Reason={DRAIN_PREFIX} {r.check}: {r.reason}"[:250],
+        ]
+        for node, r in sorted(first.items())
+    ]
+
+
+def print_table(results: list[Result]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    style = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+    table = Table(show_lines=False)
+    for col in ("node", "check", "status", "reason", "fix"):
+        table.add_column(col, overflow="fold")
+    for r in sorted(results, key=lambda r: (r.node == "*", r.node, r.check)):
+        table.add_row(r.node, r.check, f"[{style[r.status]}]{r.status}[/]", r.reason, r.fix)
+    Console(width=160 if not sys.stdout.isatty() else None).print(table)
+    counts = {s: sum(r.status == s for r in results) for s in ("fail", "warn", "ok")}
+    click.echo(f"{counts['fail']} failures, {counts['warn']} warnings, {counts['ok']} ok")

@@ -1,0 +1,753 @@
+"""Judges for `clusterctl verify`: pure functions from what the nodes printed to results.
+
+The gather script (templates/partials/gather.sh.j2) prints each tool's own output in
+sections; nothing here runs a command, so every judge is tested on captured output. Each
+result names the node, the check, a reason and a fix. Cross-node judges compare what must be
+identical on every node (driver, ROCm/CUDA, image digest, GID kind, clock).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
+GIB = 1 << 30
+
+# Thresholds, each from a public preflight tool:
+# AMD CVS / Primus preflight defaults: shm_min_gb 8, ulimit_l_min_gb 32
+# (ROCm/cvs: cvs/input/config_file/preflight/README_preflight_config.md, read 2026-11).
+SHM_MIN_BYTES = 8 * GIB
+MEMLOCK_MIN_KIB = 32 * GIB // 1024
+# Free space where the job's logs go: Ray's session logs of a multi-day run reach gigabytes.
+DISK_FAIL_BYTES = 1 * GIB
+DISK_WARN_BYTES = 10 * GIB
+# Clock offset between nodes: timelines and Ray's event ordering go wrong well before this.
+CLOCK_WARN_SECONDS = 1.0
+# InfiniBand sysfs `state` of a usable port (linux drivers/infiniband/core/sysfs.c).
+IB_ACTIVE = "4: ACTIVE"
+
+
+@dataclass(frozen=True)
+class Result:
+    node: str  # a node name, or "*" for a judge across nodes
+    check: str
+    status: str  # ok, warn, fail, skip
+    reason: str
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class Section:
+    rc: int
+    text: str
+
+
+@dataclass
+class NodeFacts:
+    """One node's gather output, split into sections."""
+
+    node: str
+    clock: float
+    sections: dict[str, Section] = field(default_factory=dict)
+    # local time when the request left and the answer came back (clock offset)
+    sent: float | None = None
+    received: float | None = None
+
+    def section(self, name: str) -> Section | None:
+        return self.sections.get(name)
+
+    def offset(self) -> float | None:
+        """The node's clock minus ours, NTP-style from the round trip's midpoint."""
+        if self.sent is None or self.received is None:
+            return None
+        return self.clock - (self.sent + self.received) / 2
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What the job needs from every node."""
+
+    vendor: str  # amd, nvidia or none
+    gpus_per_node: int
+    image: str
+    fabric: str | None = None  # ib, roce, ethernet
+    hcas: tuple[str, ...] = ()
+    gid_index: int | None = None
+    # SLURM jobs still running (their containers stay); None: unknown (no squeue here)
+    live_jobs: frozenset[str] | None = frozenset()
+
+
+def parse_gather(text: str) -> list[NodeFacts]:
+    """Split gather output (one node's, or many nodes' concatenated) into NodeFacts."""
+    nodes: list[NodeFacts] = []
+    current: NodeFacts | None = None
+    name = ""
+    lines: list[str] = []
+    rc = 0
+
+    def close() -> None:
+        if current is not None and name:
+            current.sections[name] = Section(rc, "\n".join(lines).strip("\n"))
+
+    for line in text.splitlines():
+        if line.startswith("@@cc-gather "):
+            close()
+            name, lines = "", []
+            parts = line.split()
+            current = NodeFacts(node=parts[1], clock=float(parts[2]) if len(parts) > 2 else 0.0)
+            nodes.append(current)
+        elif line.startswith("@@cc-section ") and current is not None:
+            close()
+            parts = line.split()
+            name, lines = parts[1], []
+            rc = int(parts[2].removeprefix("rc=")) if len(parts) > 2 else 0
+        elif current is not None and name:
+            lines.append(line)
+    close()
+    return nodes
+
+
+def _json(section: Section | None) -> object:
+    if section is None or section.rc != 0:
+        return None
+    try:
+        return json.loads(section.text)
+    except ValueError:
+        return None
+
+
+def _gpu_items(data: object) -> list[dict[str, Any]]:
+    """amd-smi's per-GPU list; releases from ROCm 6.4 wrap it as {"gpu_data": [...]}."""
+    if isinstance(data, dict):
+        data = data.get("gpu_data", [])
+    return [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []
+
+
+def _value(v: object) -> float | None:
+    """A number amd-smi prints bare or as {"value": N, "unit": U}; None for "N/A"."""
+    if isinstance(v, dict):
+        v = v.get("value")
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    try:
+        return float(str(v))
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class GpuInventory:
+    tool: str
+    count: int
+    models: tuple[str, ...] = ()
+    driver: str = ""
+    runtime: str = ""  # ROCm or CUDA version
+    foreign: tuple[str, ...] = ()  # "GPU i: pid P (name), N MiB"
+    ecc_errors: tuple[str, ...] = ()  # "GPU i: N uncorrectable"
+
+
+def amd_inventory(facts: NodeFacts) -> GpuInventory | None:
+    """GPUs as amd-smi (or rocm-smi) reports them; None when neither tool is there."""
+    listed = _gpu_items(_json(facts.section("amd-smi-list")))
+    if not listed and (facts.section("amd-smi-list") or Section(127, "")).rc != 0:
+        return _rocm_smi_inventory(facts)
+    static = _gpu_items(_json(facts.section("amd-smi-static")))
+    models = tuple(
+        str((g.get("asic") or {}).get("market_name", "?")) for g in static if "asic" in g
+    )
+    drivers = {str((g.get("driver") or {}).get("version", "")) for g in static if "driver" in g}
+    version = _json(facts.section("amd-smi-version"))
+    version_item = _gpu_items(version)[:1] or ([version] if isinstance(version, dict) else [])
+    rocm = _text(facts.section("rocm-version")) or str(
+        (version_item[0] if version_item else {}).get("rocm_version", "")
+    )
+    foreign = []
+    for gpu in _gpu_items(_json(facts.section("amd-smi-process"))):
+        for proc in gpu.get("process_list") or []:
+            info = proc.get("process_info", proc) if isinstance(proc, dict) else proc
+            if not isinstance(info, dict):
+                continue  # "No running processes detected"
+            vram = _value((info.get("memory_usage") or {}).get("vram_mem"))
+            mib = f", {vram / (1 << 20):.0f} MiB VRAM" if vram is not None else ""
+            foreign.append(f"GPU {gpu.get('gpu')}: pid {info.get('pid')} ({info.get('name')}){mib}")
+    ecc = []
+    for gpu in _gpu_items(_json(facts.section("amd-smi-ecc"))):
+        count = _value((gpu.get("ecc") or {}).get("total_uncorrectable_count"))
+        if count:
+            ecc.append(f"GPU {gpu.get('gpu')}: {count:.0f} uncorrectable ECC errors")
+    return GpuInventory(
+        "amd-smi",
+        len(listed),
+        models,
+        ",".join(sorted(d for d in drivers if d)),
+        rocm,
+        tuple(foreign),
+        tuple(ecc),
+    )
+
+
+def _rocm_smi_inventory(facts: NodeFacts) -> GpuInventory | None:
+    data = _json(facts.section("rocm-smi"))
+    if not isinstance(data, dict):
+        return None
+    cards = {k: v for k, v in data.items() if k.startswith("card") and isinstance(v, dict)}
+    models = tuple(str(v.get("Card Series", v.get("Card series", "?"))) for v in cards.values())
+    driver = str((data.get("system") or {}).get("Driver version", ""))
+    return GpuInventory(
+        "rocm-smi", len(cards), models, driver, _text(facts.section("rocm-version"))
+    )
+
+
+def nvidia_inventory(facts: NodeFacts) -> GpuInventory | None:
+    """GPUs as nvidia-smi's query interface reports them; None when nvidia-smi is absent."""
+    gpus = facts.section("nvidia-gpus")
+    if gpus is None or gpus.rc != 0:
+        return None
+    rows = [[c.strip() for c in line.split(",")] for line in gpus.text.splitlines() if line.strip()]
+    rows = [r for r in rows if len(r) >= 7]
+    names = {r[1]: r[0] for r in rows}  # uuid -> index
+    ecc = tuple(
+        f"GPU {r[0]}: {r[6]} uncorrectable ECC errors" for r in rows if r[6].isdigit() and int(r[6])
+    )
+    foreign = []
+    apps = facts.section("nvidia-apps")
+    for line in (apps.text if apps and apps.rc == 0 else "").splitlines():
+        cols = [c.strip() for c in line.split(",")]
+        if len(cols) >= 4:
+            gpu = names.get(cols[0], cols[0])
+            foreign.append(f"GPU {gpu}: pid {cols[1]} ({cols[2]}), {cols[3]} MiB")
+    header = facts.section("nvidia-smi")
+    cuda = re.search(r"CUDA Version:\s*([0-9.]+)", header.text if header else "")
+    return GpuInventory(
+        "nvidia-smi",
+        len(rows),
+        tuple(r[2] for r in rows),
+        ",".join(sorted({r[3] for r in rows})),
+        cuda.group(1) if cuda else "",
+        tuple(foreign),
+        ecc,
+    )
+
+
+def _text(section: Section | None) -> str:
+    return section.text.strip() if section is not None and section.rc == 0 else ""
+
+
+def judge_gpus(facts: NodeFacts, expect: Expect) -> list[Result]:
+    n = facts.node
+    if expect.vendor not in ("amd", "nvidia") or expect.gpus_per_node == 0:
+        return [Result(n, "gpus", SKIP, "the spec asks for no GPUs")]
+    inv = amd_inventory(facts) if expect.vendor == "amd" else nvidia_inventory(facts)
+    tool = "amd-smi or rocm-smi" if expect.vendor == "amd" else "nvidia-smi"
+    if inv is None:
+        return [
+            Result(
+                n,
+                "gpus",
+                FAIL,
+                f"{tool} is missing or failed: GPUs cannot be counted",
+                f"install the driver tools on {n}, or drain it",
+            )
+        ]
+    out = []
+    if inv.count < expect.gpus_per_node:
+        out.append(
+            Result(
+                n,
+                "gpus",
+                FAIL,
+                f"{inv.tool} sees {inv.count} GPUs, the job needs {expect.gpus_per_node}",
+                f"a GPU has fallen off the bus or its driver failed: drain {n}",
+            )
+        )
+    else:
+        models = ", ".join(sorted(set(inv.models))) or "model unknown"
+        out.append(Result(n, "gpus", OK, f"{inv.count} GPUs ({models})"))
+    if inv.foreign:
+        out.append(
+            Result(
+                n,
+                "gpu-processes",
+                FAIL,
+                "GPUs in use by processes not of this job: " + "; ".join(inv.foreign),
+                "stop them (an earlier job's leftovers?) or drain the node",
+            )
+        )
+    else:
+        out.append(Result(n, "gpu-processes", OK, "no process holds a GPU"))
+    if inv.ecc_errors:
+        out.append(
+            Result(
+                n,
+                "gpu-ecc",
+                FAIL,
+                "; ".join(inv.ecc_errors),
+                f"uncorrectable memory errors: drain {n} and have the GPU checked",
+            )
+        )
+    return out
+
+
+def judge_devices(facts: NodeFacts) -> list[Result]:
+    section = facts.section("devices")
+    missing = [line.split(" ", 1)[1] for line in _lines(section) if line.startswith("missing ")]
+    if missing:
+        return [
+            Result(
+                facts.node,
+                "devices",
+                FAIL,
+                "missing device nodes: " + ", ".join(missing),
+                "load the driver (amdgpu / nvidia, ib_uverbs) or fix container.devices",
+            )
+        ]
+    return [Result(facts.node, "devices", OK, f"{len(_lines(section))} device nodes present")]
+
+
+def _lines(section: Section | None) -> list[str]:
+    return [line for line in (section.text if section else "").splitlines() if line.strip()]
+
+
+@dataclass(frozen=True)
+class IbPort:
+    device: str
+    port: str
+    state: str
+    phys_state: str
+    rate_gbps: float
+    link_layer: str
+    gid: str
+    gid_type: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.device}:{self.port}"
+
+
+def ib_ports(facts: NodeFacts) -> list[IbPort]:
+    out = []
+    for line in _lines(facts.section("ib")):
+        head, _, rest = line.partition("|")
+        parts = rest.split("|")
+        if len(parts) < 6 or " " not in head:
+            continue
+        dev, port = head.split(" ", 1)
+        rate = re.match(r"\s*([0-9.]+)\s*Gb/sec", parts[2])
+        out.append(
+            IbPort(
+                dev,
+                port,
+                parts[0].strip(),
+                parts[1].strip(),
+                float(rate.group(1)) if rate else 0.0,
+                parts[3].strip(),
+                parts[4].strip(),
+                parts[5].strip(),
+            )
+        )
+    return out
+
+
+def gid_kind(gid: str) -> str:
+    """What a GID holds: NCCL needs the same kind on every node (RoCE v2 + IPv4 usually)."""
+    g = gid.lower()
+    if not g or set(g) <= {"0", ":"}:
+        return "empty"
+    if g.startswith("0000:0000:0000:0000:0000:ffff:"):
+        return "ipv4-mapped"
+    if g.startswith("fe80:"):
+        return "link-local"
+    return "ipv6"
+
+
+def judge_fabric(facts: NodeFacts, expect: Expect) -> list[Result]:
+    n = facts.node
+    if expect.fabric not in ("ib", "roce"):
+        return [Result(n, "fabric", SKIP, f"network.fabric is {expect.fabric or 'not set'}")]
+    ports = [p for p in ib_ports(facts) if not expect.hcas or p.device in expect.hcas]
+    if not ports:
+        wanted = ", ".join(expect.hcas) or "any HCA"
+        return [
+            Result(
+                n,
+                "fabric",
+                FAIL,
+                f"no InfiniBand/RoCE port ({wanted}) in sysfs",
+                "load the HCA driver, or check network.hcas",
+            )
+        ]
+    out = []
+    down = [f"{p.name} {p.state}" for p in ports if p.state != IB_ACTIVE]
+    if down:
+        out.append(
+            Result(
+                n,
+                "fabric",
+                FAIL,
+                "ports not ACTIVE: " + ", ".join(down),
+                f"check cables and the subnet manager; or drain {n}",
+            )
+        )
+    else:
+        rates = ", ".join(sorted({f"{p.rate_gbps:g} Gb/s" for p in ports}))
+        out.append(Result(n, "fabric", OK, f"{len(ports)} ports ACTIVE at {rates}"))
+    if expect.gid_index is not None:
+        empty = [p.name for p in ports if gid_kind(p.gid) == "empty"]
+        if empty:
+            out.append(
+                Result(
+                    n,
+                    "gid",
+                    FAIL,
+                    f"GID index {expect.gid_index} is empty on " + ", ".join(empty),
+                    "pick the index that holds the RoCE v2 IPv4 GID (show_gids)",
+                )
+            )
+    return out
+
+
+def judge_limits(facts: NodeFacts, expect: Expect) -> list[Result]:
+    n = facts.node
+    out = []
+    memlock = _text(facts.section("memlock"))
+    if expect.fabric not in ("ib", "roce"):
+        out.append(Result(n, "memlock", SKIP, "no RDMA fabric: locked memory is not needed"))
+    elif memlock == "unlimited":
+        out.append(Result(n, "memlock", OK, "ulimit -l unlimited"))
+    elif memlock.isdigit() and int(memlock) >= MEMLOCK_MIN_KIB:
+        out.append(Result(n, "memlock", OK, f"ulimit -l {memlock} KiB"))
+    else:
+        out.append(
+            Result(
+                n,
+                "memlock",
+                WARN,
+                f"ulimit -l is {memlock or 'unknown'} KiB",
+                "RDMA registers pinned memory: set memlock unlimited in "
+                "/etc/security/limits.conf and slurmd's LimitMEMLOCK",
+            )
+        )
+    shm = _df_sizes(facts.section("shm"))
+    if shm is None:
+        out.append(Result(n, "shm", WARN, "/dev/shm size unknown (df failed)"))
+    elif shm[0] < SHM_MIN_BYTES:
+        out.append(
+            Result(
+                n,
+                "shm",
+                WARN,
+                f"/dev/shm is {shm[0] / GIB:.1f} GiB",
+                "NCCL and vLLM use /dev/shm (the job runs with --ipc=host): size it >= 8 GiB",
+            )
+        )
+    else:
+        out.append(Result(n, "shm", OK, f"/dev/shm {shm[0] / GIB:.0f} GiB"))
+    disk = _df_sizes(facts.section("disk"))
+    if disk is None:
+        out.append(Result(n, "disk", WARN, "free space where logs go unknown (df failed)"))
+    elif disk[1] < DISK_FAIL_BYTES:
+        out.append(
+            Result(
+                n,
+                "disk",
+                FAIL,
+                f"{disk[1] / GIB:.2f} GiB free where logs go",
+                "free space under logs.dir",
+            )
+        )
+    elif disk[1] < DISK_WARN_BYTES:
+        out.append(
+            Result(
+                n,
+                "disk",
+                WARN,
+                f"{disk[1] / GIB:.1f} GiB free where logs go",
+                "free space under logs.dir",
+            )
+        )
+    else:
+        out.append(Result(n, "disk", OK, f"{disk[1] / GIB:.0f} GiB free where logs go"))
+    return out
+
+
+def _df_sizes(section: Section | None) -> tuple[int, int] | None:
+    """(total, available) bytes from `df -P -B1 PATH`."""
+    rows = _lines(section) if section is not None and section.rc == 0 else []
+    if len(rows) < 2:
+        return None
+    cols = rows[-1].split()
+    if len(cols) < 4 or not (cols[1].isdigit() and cols[3].isdigit()):
+        return None
+    return int(cols[1]), int(cols[3])
+
+
+def judge_docker(facts: NodeFacts, expect: Expect) -> list[Result]:
+    n = facts.node
+    docker = facts.section("docker")
+    if docker is None or docker.rc != 0:
+        cause = (docker.text.splitlines() or [""])[-1] if docker else ""
+        what = (
+            "docker is not installed"
+            if docker and docker.rc == 127
+            else "docker daemon not reachable"
+        )
+        return [
+            Result(
+                n,
+                "docker",
+                FAIL,
+                f"{what}: {cause}".rstrip(": "),
+                "start dockerd, or give the job's user access to its socket",
+            )
+        ]
+    out = [Result(n, "docker", OK, f"Docker engine {_text(docker)}")]
+    image = facts.section("image")
+    if image is None or image.rc != 0:
+        out.append(
+            Result(
+                n,
+                "image",
+                WARN,
+                f"{expect.image} is not on the node",
+                "the job's preflight pulls or loads it (container.pull, load_from)",
+            )
+        )
+    else:
+        out.append(Result(n, "image", OK, f"{expect.image} {_text(image)[:19]}"))
+    leftovers, unknown, ours = [], [], {}
+    for line in _lines(facts.section("containers")):
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        job, cid, name, state = parts[0], parts[1], parts[2], " ".join(parts[3:]) or "?"
+        ours[cid] = name
+        if expect.live_jobs is None:
+            unknown.append(f"{name} (job {job})")
+        elif job not in expect.live_jobs:
+            leftovers.append(f"{name} (job {job}, {state})")
+    if leftovers:
+        out.append(
+            Result(
+                n,
+                "leftovers",
+                FAIL,
+                "containers of jobs that no longer run: " + ", ".join(leftovers),
+                "remove them: docker rm -f NAME (they may hold GPUs and ports)",
+            )
+        )
+    if unknown:
+        out.append(
+            Result(
+                n,
+                "leftovers",
+                WARN,
+                "clusterctl containers whose job cannot be checked (no squeue here): "
+                + ", ".join(unknown),
+                "run verify where squeue works",
+            )
+        )
+    processes = []
+    for line in _lines(facts.section("processes")):
+        pid, cgroup, args = ([*line.split(" ", 2), "", ""])[:3]
+        if cgroup == "host":
+            processes.append(f"pid {pid} on the host ({args[:60]})")
+        elif cgroup not in ours:
+            processes.append(f"pid {pid} in container {cgroup[:12]} ({args[:60]})")
+    if processes:
+        out.append(
+            Result(
+                n,
+                "ray-processes",
+                WARN,
+                "Ray/vLLM processes clusterctl did not start: " + "; ".join(processes),
+                "stop them (ray stop --force) unless they are yours on purpose",
+            )
+        )
+    if not leftovers and not unknown and not processes:
+        out.append(Result(n, "leftovers", OK, "no leftover containers or Ray processes"))
+    return out
+
+
+def judge_network(facts: NodeFacts) -> list[Result]:
+    n = facts.node
+    out = []
+    busy = [line.split()[0] for line in _lines(facts.section("ports")) if line.endswith(" in-use")]
+    if busy:
+        out.append(
+            Result(
+                n,
+                "ports",
+                FAIL,
+                "ports in use: " + ", ".join(busy),
+                "stop what listens there or change the ray.* ports",
+            )
+        )
+    elif _lines(facts.section("ports")):
+        out.append(
+            Result(n, "ports", OK, f"{len(_lines(facts.section('ports')))} fixed ports free")
+        )
+    address = facts.section("address")
+    text = _text(address) if address and address.rc == 0 else (address.text if address else "")
+    if address is None or address.rc != 0:
+        cause = re.sub(r"^.*?FAIL node=\S+ phase=\S+: ", "", text) if text else "no output"
+        out.append(
+            Result(
+                n,
+                "address",
+                FAIL,
+                cause,
+                "set network.socket_ifname to the interface the nodes share",
+            )
+        )
+    else:
+        out.append(Result(n, "address", OK, f"Ray and NCCL will use {text}"))
+    return out
+
+
+def judge_node(facts: NodeFacts, expect: Expect) -> list[Result]:
+    """Every per-node judge."""
+    return [
+        *judge_gpus(facts, expect),
+        *judge_devices(facts),
+        *judge_fabric(facts, expect),
+        *judge_limits(facts, expect),
+        *judge_docker(facts, expect),
+        *judge_network(facts),
+    ]
+
+
+def _odd_ones(values: dict[str, str]) -> tuple[str, list[str]]:
+    """The value most nodes share, and the nodes that differ from it."""
+    common, _ = Counter(values.values()).most_common(1)[0]
+    return common, sorted(node for node, v in values.items() if v != common)
+
+
+def judge_across(nodes: list[NodeFacts], expect: Expect) -> list[Result]:
+    """What must be identical on every node, and the clock offset between them."""
+    out: list[Result] = []
+
+    def same(check: str, values: dict[str, str], what: str, fix: str) -> None:
+        values = {k: v for k, v in values.items() if v}
+        if len(values) < 2:
+            return
+        common, odd = _odd_ones(values)
+        for node in odd:
+            out.append(
+                Result(node, check, FAIL, f"{what} {values[node]}, other nodes {common}", fix)
+            )
+        if not odd:
+            out.append(Result("*", check, OK, f"{what} {common} on all {len(values)} nodes"))
+
+    if expect.vendor in ("amd", "nvidia") and expect.gpus_per_node:
+        inventory = amd_inventory if expect.vendor == "amd" else nvidia_inventory
+        invs = {f.node: inventory(f) for f in nodes}
+        same(
+            "driver",
+            {k: v.driver for k, v in invs.items() if v},
+            "GPU driver",
+            "install the same driver on every node (or drain the odd one)",
+        )
+        runtime = "ROCm" if expect.vendor == "amd" else "CUDA"
+        same(
+            "runtime",
+            {k: v.runtime for k, v in invs.items() if v},
+            runtime,
+            f"the same {runtime} release on every node",
+        )
+        same(
+            "gpu-model",
+            {k: ",".join(sorted(set(v.models))) for k, v in invs.items() if v},
+            "GPU model",
+            "one GPU model per job: constrain the partition or --constraint",
+        )
+    same(
+        "image-digest",
+        {f.node: _text(f.section("image")) for f in nodes},
+        "image",
+        "the same image on every node: re-load it (clusterctl image load) or pull by digest",
+    )
+    if expect.fabric in ("ib", "roce") and expect.gid_index is not None:
+        kinds = {}
+        for f in nodes:
+            ports = [p for p in ib_ports(f) if not expect.hcas or p.device in expect.hcas]
+            if ports:
+                kinds[f.node] = ",".join(
+                    sorted({f"{gid_kind(p.gid)} {p.gid_type}".strip() for p in ports})
+                )
+        same(
+            "gid-kind",
+            kinds,
+            f"GID index {expect.gid_index} holds",
+            "the same GID index must hold the same kind of GID on every node",
+        )
+    addresses: dict[str, list[str]] = {}
+    for f in nodes:
+        addr = _text(f.section("address"))
+        if addr:
+            addresses.setdefault(addr, []).append(f.node)
+    for addr, owners in addresses.items():
+        if len(owners) > 1 and not addr.startswith("127."):
+            for node in owners:
+                out.append(
+                    Result(
+                        node,
+                        "address",
+                        FAIL,
+                        f"{addr} is also the address of "
+                        + ", ".join(o for o in owners if o != node),
+                        "two nodes must not share an address: check network.socket_ifname",
+                    )
+                )
+    offsets = {f.node: f.offset() for f in nodes}
+    known = {k: v for k, v in offsets.items() if v is not None}
+    if len(known) >= 2:
+        median = sorted(known.values())[len(known) // 2]
+        far = {k: v - median for k, v in known.items() if abs(v - median) > CLOCK_WARN_SECONDS}
+        for node, off in sorted(far.items()):
+            out.append(
+                Result(
+                    node,
+                    "clock",
+                    WARN,
+                    f"clock {off:+.1f} s from the other nodes",
+                    "run chrony/ntpd on every node",
+                )
+            )
+        if not far:
+            spread = max(known.values()) - min(known.values())
+            out.append(Result("*", "clock", OK, f"clocks within {spread:.2f} s (round-trip bound)"))
+    return out
+
+
+def judge_all(
+    nodes: Iterable[NodeFacts], expect: Expect, missing: Iterable[str] = ()
+) -> list[Result]:
+    """Every result for NODES; MISSING names nodes that returned nothing."""
+    facts = list(nodes)
+    out = [
+        Result(
+            m,
+            "reachable",
+            FAIL,
+            "the node returned no gather output",
+            "check that it is up and reachable (srun / ssh)",
+        )
+        for m in missing
+    ]
+    for f in facts:
+        out.extend(judge_node(f, expect))
+    out.extend(judge_across(facts, expect))
+    return out
+
+
+def exit_status(results: Iterable[Result]) -> int:
+    """Nagios-style: 0 all ok, 1 warnings, 2 failures."""
+    statuses = {r.status for r in results}
+    return 2 if FAIL in statuses else 1 if WARN in statuses else 0

@@ -1,0 +1,269 @@
+"""How `clusterctl verify` reaches nodes: srun inside an allocation, SSH from anywhere else,
+or this machine itself. Every transport runs the same gather script on every node at once
+and returns each node's raw output with the local times around it (for the clock offset).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from clusterctl.errors import UsageError
+
+if TYPE_CHECKING:
+    import paramiko
+
+GATHER_DEADLINE = 120  # seconds for one node's gather (each tool inside is bounded by 20 s)
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """One node's answer: its gather output, or why there is none."""
+
+    target: str
+    output: str
+    sent: float
+    received: float
+    error: str = ""
+    node: str | None = None  # the name to report the node under (SSH: the host alias)
+
+
+def gather_local(script: str) -> list[Gathered]:
+    """Run the gather script on this machine."""
+    sent = time.time()
+    proc = subprocess.run(
+        ["bash", "-s"],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=GATHER_DEADLINE,
+        check=False,
+    )
+    return [
+        Gathered(
+            "localhost",
+            proc.stdout,
+            sent,
+            time.time(),
+            "" if "@@cc-gather" in proc.stdout else proc.stderr.strip(),
+        )
+    ]
+
+
+_LABEL = re.compile(r"^\s*(\d+): ?(.*)$")
+
+
+def gather_srun(
+    script: str, nodelist: str | None = None, nodes: int | None = None
+) -> list[Gathered]:
+    """Run the gather script on every node of the current allocation with one srun step
+    (one task per node, the script on every task's standard input)."""
+    if shutil.which("srun") is None:
+        raise UsageError("srun is not on PATH: run verify inside an allocation or give --hosts")
+    cmd = [
+        "srun",
+        "--overlap",
+        "--ntasks-per-node=1",
+        "--input=all",
+        "--label",
+        f"--time={max(1, GATHER_DEADLINE // 60 + 1)}",
+    ]
+    if nodelist:
+        cmd.append(f"--nodelist={nodelist}")
+    if nodes:
+        cmd += [f"--nodes={nodes}", f"--ntasks={nodes}"]
+    sent = time.time()
+    try:
+        proc = subprocess.run(
+            [*cmd, "bash", "-s"],
+            input=script,
+            capture_output=True,
+            text=True,
+            timeout=GATHER_DEADLINE + 30,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"srun did not finish within {GATHER_DEADLINE + 30}s") from None
+    received = time.time()
+    by_task: dict[str, list[str]] = {}
+    for line in proc.stdout.splitlines():
+        m = _LABEL.match(line)
+        if m:
+            by_task.setdefault(m.group(1), []).append(m.group(2))
+    if not by_task:
+        raise UsageError(f"srun ran no gather: {proc.stderr.strip() or 'no output'}")
+    out = []
+    for task, lines in sorted(by_task.items(), key=lambda kv: int(kv[0])):
+        text = "\n".join(lines)
+        out.append(
+            Gathered(
+                f"task {task}",
+                text,
+                sent,
+                received,
+                "" if "@@cc-section end" in text else "gather ended early",
+            )
+        )
+    return out
+
+
+def job_nodes(job_id: str) -> list[str]:
+    """The node names of a SLURM job (scontrol), one per line as SLURM expands them."""
+    info = _run(["scontrol", "show", "job", "-o", job_id])
+    match = re.search(r"\bNodeList=(\S+)", info)
+    if not match or match.group(1) in ("(null)", ""):
+        raise UsageError(f"job {job_id} has no nodes (is it running?)")
+    return hostnames(match.group(1))
+
+
+def hostnames(nodelist: str) -> list[str]:
+    """A SLURM node list (node[1-3]) expanded as SLURM expands it."""
+    return _run(["scontrol", "show", "hostnames", nodelist]).split()
+
+
+def live_jobs() -> frozenset[str] | None:
+    """Job ids SLURM still runs or holds (their containers are not leftovers); None when
+    squeue is not available here."""
+    if shutil.which("squeue") is None:
+        return None
+    try:
+        return frozenset(_run(["squeue", "-h", "-o", "%i"]).split())
+    except UsageError:
+        return None
+
+
+def _run(cmd: list[str]) -> str:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UsageError(f"{cmd[0]} failed: {exc}") from None
+    if proc.returncode != 0:
+        raise UsageError(f"{' '.join(cmd)}: {proc.stderr.strip() or 'failed'}")
+    return proc.stdout
+
+
+@dataclass(frozen=True)
+class SshOptions:
+    config_file: Path | None = None  # default ~/.ssh/config
+    accept_new_host_keys: bool = False
+    timeout: float = 15.0
+
+
+def gather_ssh(script: str, hosts: list[str], options: SshOptions) -> list[Gathered]:
+    """Run the gather script on every host over SSH, all at once; a host that cannot be
+    reached (or whose host key is unknown) answers with an error, not an exception."""
+    try:
+        import paramiko  # noqa: F401
+    except ImportError:
+        raise UsageError(
+            "verify over SSH needs paramiko: pip install 'clusterctl[runtime]'"
+        ) from None
+    with ThreadPoolExecutor(max_workers=min(64, max(1, len(hosts)))) as pool:
+        return list(pool.map(lambda h: _gather_one_ssh(script, h, options), hosts))
+
+
+def _gather_one_ssh(script: str, alias: str, options: SshOptions) -> Gathered:
+    sent = time.time()
+    try:
+        with _connect(alias, options) as client:
+            sent = time.time()
+            stdin, stdout, stderr = client.exec_command("bash -s", timeout=GATHER_DEADLINE)
+            stdin.write(script)
+            stdin.channel.shutdown_write()
+            output = stdout.read().decode(errors="replace")
+            errors = stderr.read().decode(errors="replace").strip()
+            received = time.time()
+    except Exception as exc:
+        return Gathered(alias, "", sent, time.time(), _ssh_error(exc), alias)
+    return Gathered(
+        alias,
+        output,
+        sent,
+        received,
+        "" if "@@cc-section end" in output else (errors or "gather ended early"),
+        alias,
+    )
+
+
+def _ssh_error(exc: Exception) -> str:
+    import paramiko
+
+    if isinstance(exc, paramiko.SSHException) and "not found in known_hosts" in str(exc):
+        return f"{exc} (add it to known_hosts, or --accept-new-host-keys)"
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return f"host key mismatch: {exc} (a changed key may mean another machine answers)"
+    return f"{type(exc).__name__}: {exc}"
+
+
+class _Client:
+    """A paramiko client for one ~/.ssh/config alias, with its ProxyJump, closed on exit."""
+
+    def __init__(self, alias: str, options: SshOptions) -> None:
+        import paramiko
+
+        self._opened: list[paramiko.SSHClient] = []
+        config = paramiko.SSHConfig()
+        path = options.config_file or Path.home() / ".ssh" / "config"
+        if path.is_file():
+            config = paramiko.SSHConfig.from_path(str(path))
+        self.client = self._open(config, alias, options, None)
+
+    def _open(
+        self,
+        config: paramiko.SSHConfig,
+        alias: str,
+        options: SshOptions,
+        sock: paramiko.Channel | None,
+    ) -> paramiko.SSHClient:
+        import paramiko
+
+        entry = config.lookup(alias)
+        client = paramiko.SSHClient()
+        self._opened.append(client)
+        client.load_system_host_keys()
+        for known in entry.get("userknownhostsfile", "~/.ssh/known_hosts").split():
+            known_path = Path(known).expanduser()
+            if known_path.is_file():
+                client.load_host_keys(str(known_path))
+        client.set_missing_host_key_policy(
+            paramiko.AutoAddPolicy() if options.accept_new_host_keys else paramiko.RejectPolicy()
+        )
+        host = entry.get("hostname", alias)
+        port = int(entry.get("port", 22))
+        if sock is None and entry.get("proxyjump"):
+            jump = self._open(config, entry["proxyjump"].split(",")[0], options, None)
+            transport = jump.get_transport()
+            assert transport is not None
+            sock = transport.open_channel("direct-tcpip", (host, port), ("127.0.0.1", 0))
+        client.connect(
+            host,
+            port=port,
+            username=entry.get("user"),
+            key_filename=entry.get("identityfile"),
+            timeout=options.timeout,
+            banner_timeout=options.timeout,
+            auth_timeout=options.timeout,
+            sock=sock,
+        )
+        return client
+
+    def __enter__(self) -> paramiko.SSHClient:
+        return self.client
+
+    def __exit__(self, *_exc: object) -> None:
+        for client in reversed(self._opened):
+            client.close()
+
+
+def _connect(alias: str, options: SshOptions) -> _Client:
+    return _Client(alias, options)
+
+
+Gatherer = Callable[[str], list[Gathered]]

@@ -1,0 +1,398 @@
+"""verify's judges on the tools' own output formats (tests/fixtures/verify), healthy and broken."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from clusterctl.verify.cli import drain_commands
+from clusterctl.verify.judges import (
+    FAIL,
+    OK,
+    SKIP,
+    WARN,
+    Expect,
+    NodeFacts,
+    Result,
+    exit_status,
+    gid_kind,
+    judge_all,
+    parse_gather,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "verify"
+GIB = 1 << 30
+ROCE_V2_GID = "0000:0000:0000:0000:0000:ffff:0a00:0{n}07"
+
+AMD = Expect(
+    vendor="amd",
+    gpus_per_node=8,
+    image="verl:rocm",
+    fabric="roce",
+    hcas=("rdma0", "rdma1"),
+    gid_index=3,
+    live_jobs=frozenset({"4242"}),
+)
+NVIDIA = Expect(
+    vendor="nvidia", gpus_per_node=8, image="verl:cuda", fabric="ib", live_jobs=frozenset()
+)
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def ib_lines(
+    n: int, state: str = "4: ACTIVE", gid: str | None = None, kind: str = "RoCE v2"
+) -> str:
+    gid = ROCE_V2_GID.format(n=n) if gid is None else gid
+    return "\n".join(
+        f"rdma{i} 1|{state if i == 1 else '4: ACTIVE'}|5: LinkUp|400 Gb/sec (4X NDR)|Ethernet"
+        f"|{gid}|{kind}"
+        for i in range(2)
+    )
+
+
+def sections(vendor: str, n: int = 1, **override: tuple[int, str]) -> dict[str, tuple[int, str]]:
+    """One healthy node's gather sections; OVERRIDE replaces some."""
+    base: dict[str, tuple[int, str]] = {
+        "devices": (0, "present /dev/kfd\npresent /dev/dri\npresent /dev/infiniband"),
+        "ib": (0, ib_lines(n)),
+        "memlock": (0, "unlimited"),
+        "shm": (
+            0,
+            "Filesystem 1-blocks Used Available Capacity Mounted on\n"
+            f"tmpfs {1024 * GIB} 0 {1024 * GIB} 0% /dev/shm",
+        ),
+        "disk": (
+            0,
+            "Filesystem 1-blocks Used Available Capacity Mounted on\n"
+            f"/dev/md0 {3000 * GIB} {1000 * GIB} {2000 * GIB} 34% /shared",
+        ),
+        "docker": (0, "26.1.3"),
+        "image": (0, "sha256:" + "ab" * 32),
+        "containers": (0, ""),
+        "processes": (0, ""),
+        "ports": (0, "6379 free\n8265 free"),
+        "address": (0, f"10.0.{n}.7"),
+    }
+    if vendor == "amd":
+        base |= {
+            "amd-smi-version": (0, fixture("amd-smi-version.json")),
+            "amd-smi-list": (0, fixture("amd-smi-list.json")),
+            "amd-smi-static": (0, fixture("amd-smi-static.json")),
+            "amd-smi-process": (0, fixture("amd-smi-process-idle.json")),
+            "amd-smi-ecc": (0, fixture("amd-smi-ecc.json")),
+            "rocm-version": (0, "6.2.4-120"),
+            "nvidia-gpus": (127, ""),
+        }
+    else:
+        base |= {
+            "amd-smi-list": (127, ""),
+            "nvidia-gpus": (0, fixture("nvidia-gpus.csv")),
+            "nvidia-apps": (0, ""),
+            "nvidia-smi": (0, fixture("nvidia-smi-header.txt")),
+        }
+    return base | override
+
+
+def gather_text(node: str, secs: dict[str, tuple[int, str]], clock: float = 1000.0) -> str:
+    out = [f"@@cc-gather {node} {clock}"]
+    for name, (rc, text) in secs.items():
+        out.append(f"@@cc-section {name} rc={rc}")
+        if text:
+            out.append(text.rstrip("\n"))
+    out.append("@@cc-section end rc=0")
+    return "\n".join(out) + "\n"
+
+
+def facts_of(*texts: str) -> list[NodeFacts]:
+    nodes = parse_gather("".join(texts))
+    for f in nodes:
+        f.sent, f.received = 999.9, 1000.1
+    return nodes
+
+
+def by_check(results: list[Result], node: str, check: str) -> list[Result]:
+    return [r for r in results if r.node == node and r.check == check]
+
+
+def test_parse_gather_splits_nodes_and_sections() -> None:
+    text = gather_text("gpu-1", {"docker": (0, "26.1.3"), "image": (1, "Error: No such image")})
+    text += gather_text("gpu-2", {"docker": (1, "Cannot connect to the Docker daemon")}, 1003.5)
+    nodes = parse_gather(text)
+    assert [n.node for n in nodes] == ["gpu-1", "gpu-2"]
+    assert nodes[0].sections["image"].rc == 1
+    assert nodes[0].sections["image"].text == "Error: No such image"
+    assert nodes[1].clock == 1003.5 and nodes[1].sections["docker"].rc == 1
+
+
+@pytest.mark.parametrize("vendor,expect", [("amd", AMD), ("nvidia", NVIDIA)])
+def test_healthy_nodes_pass(vendor: str, expect: Expect) -> None:
+    nodes = facts_of(*(gather_text(f"gpu-{n}", sections(vendor, n)) for n in (1, 2)))
+    results = judge_all(nodes, expect)
+    # the one expected non-ok: an [N/A] ECC column on NVIDIA is "not supported", not an error
+    assert [r for r in results if r.status in (FAIL, WARN)] == []
+    gpus = by_check(results, "gpu-1", "gpus")[0]
+    model = "AMD Instinct MI300X" if vendor == "amd" else "NVIDIA H100 80GB HBM3"
+    assert gpus.status == OK and gpus.reason == f"8 GPUs ({model})"
+    assert exit_status(results) == 0
+    across = {r.check: r for r in results if r.node == "*"}
+    runtime = "ROCm 6.2.4-120" if vendor == "amd" else "CUDA 12.4"
+    assert runtime in across["runtime"].reason
+    assert "on all 2 nodes" in across["driver"].reason
+
+
+def test_amd_missing_gpu_fails_naming_node() -> None:
+    listed = json.loads(fixture("amd-smi-list.json"))[:7]
+    bad = sections("amd", 2, **{"amd-smi-list": (0, json.dumps(listed))})
+    results = judge_all(
+        facts_of(gather_text("gpu-1", sections("amd")), gather_text("gpu-2", bad)), AMD
+    )
+    [gpus] = by_check(results, "gpu-2", "gpus")
+    assert gpus.status == FAIL and "sees 7 GPUs, the job needs 8" in gpus.reason
+    assert "drain gpu-2" in gpus.fix
+    assert by_check(results, "gpu-1", "gpus")[0].status == OK
+    assert exit_status(results) == 2
+
+
+def test_amd_foreign_process_and_ecc_errors() -> None:
+    bad = sections(
+        "amd",
+        **{
+            "amd-smi-process": (0, fixture("amd-smi-process-busy.json")),
+            "amd-smi-ecc": (0, fixture("amd-smi-ecc-errors.json")),
+        },
+    )
+    results = judge_all(facts_of(gather_text("gpu-1", bad)), AMD)
+    [procs] = by_check(results, "gpu-1", "gpu-processes")
+    assert procs.status == FAIL
+    assert "GPU 3: pid 48213 (python3), 58368 MiB VRAM" in procs.reason
+    [ecc] = by_check(results, "gpu-1", "gpu-ecc")
+    assert ecc.status == FAIL and "GPU 5: 3 uncorrectable" in ecc.reason
+
+
+def test_amd_newer_cli_shapes_are_read_too() -> None:
+    """ROCm 6.4+ amd-smi wraps lists as {"gpu_data": [...]} and drops the process_info level."""
+    listed = {"gpu_data": json.loads(fixture("amd-smi-list.json"))}
+    procs = {
+        "gpu_data": [
+            {
+                "gpu": 0,
+                "process_list": [
+                    {
+                        "name": "vllm",
+                        "pid": 7,
+                        "memory_usage": {"vram_mem": {"value": 1 << 30, "unit": "B"}},
+                    }
+                ],
+            }
+        ]
+    }
+    secs = sections(
+        "amd",
+        **{"amd-smi-list": (0, json.dumps(listed)), "amd-smi-process": (0, json.dumps(procs))},
+    )
+    results = judge_all(facts_of(gather_text("gpu-1", secs)), AMD)
+    assert by_check(results, "gpu-1", "gpus")[0].status == OK
+    assert "pid 7 (vllm), 1024 MiB VRAM" in by_check(results, "gpu-1", "gpu-processes")[0].reason
+
+
+def test_amd_tool_missing_fails_and_rocm_smi_is_the_fallback() -> None:
+    none = sections("amd", **{"amd-smi-list": (127, "")})
+    results = judge_all(facts_of(gather_text("gpu-1", none)), AMD)
+    assert "amd-smi or rocm-smi is missing" in by_check(results, "gpu-1", "gpus")[0].reason
+    rocm_smi = {
+        f"card{i}": {"Card Series": "AMD Instinct MI300X", "Card Model": "0x74a1"} for i in range(8)
+    } | {"system": {"Driver version": "6.8.5"}}
+    fallback = sections("amd", **{"amd-smi-list": (127, ""), "rocm-smi": (0, json.dumps(rocm_smi))})
+    results = judge_all(facts_of(gather_text("gpu-1", fallback)), AMD)
+    assert by_check(results, "gpu-1", "gpus")[0].reason == "8 GPUs (AMD Instinct MI300X)"
+
+
+def test_nvidia_foreign_process_named_by_gpu_index() -> None:
+    bad = sections("nvidia", **{"nvidia-apps": (0, fixture("nvidia-apps-busy.csv"))})
+    results = judge_all(facts_of(gather_text("h100-3", bad)), NVIDIA)
+    [procs] = by_check(results, "h100-3", "gpu-processes")
+    assert procs.status == FAIL and "GPU 3: pid 91244 (/usr/bin/python3), 70122 MiB" in procs.reason
+
+
+def test_mismatched_driver_and_runtime_name_the_odd_node() -> None:
+    odd_static = fixture("amd-smi-static.json").replace('"6.8.5"', '"6.3.6"')
+    nodes = [gather_text(f"gpu-{n}", sections("amd", n)) for n in (1, 2)]
+    nodes.append(
+        gather_text(
+            "gpu-3",
+            sections(
+                "amd", 3, **{"amd-smi-static": (0, odd_static), "rocm-version": (0, "6.1.3-122")}
+            ),
+        )
+    )
+    results = judge_all(facts_of(*nodes), AMD)
+    [driver] = by_check(results, "gpu-3", "driver")
+    assert driver.status == FAIL and driver.reason == "GPU driver 6.3.6, other nodes 6.8.5"
+    [runtime] = by_check(results, "gpu-3", "runtime")
+    assert runtime.reason == "ROCm 6.1.3-122, other nodes 6.2.4-120"
+    assert by_check(results, "gpu-1", "driver") == []
+
+
+def test_ib_port_down_and_gid_missing() -> None:
+    down = sections("amd", 2, ib=(0, ib_lines(2, state="1: DOWN")))
+    no_gid = sections("amd", 3, ib=(0, ib_lines(3, gid="0000:0000:0000:0000:0000:0000:0000:0000")))
+    results = judge_all(
+        facts_of(
+            gather_text("gpu-1", sections("amd")),
+            gather_text("gpu-2", down),
+            gather_text("gpu-3", no_gid),
+        ),
+        AMD,
+    )
+    [fabric] = by_check(results, "gpu-2", "fabric")
+    assert fabric.status == FAIL and "rdma1:1 1: DOWN" in fabric.reason
+    [gid] = by_check(results, "gpu-3", "gid")
+    assert gid.status == FAIL and "GID index 3 is empty on rdma0:1, rdma1:1" in gid.reason
+
+
+def test_gid_kind_differs_across_nodes() -> None:
+    v1 = sections(
+        "amd",
+        2,
+        ib=(0, ib_lines(2, gid="fe80:0000:0000:0000:9a03:9bff:fe0a:1b2c", kind="IB/RoCE v1")),
+    )
+    results = judge_all(
+        facts_of(
+            *(gather_text(f"gpu-{n}", sections("amd", n)) for n in (1, 3)), gather_text("gpu-2", v1)
+        ),
+        AMD,
+    )
+    [kind] = by_check(results, "gpu-2", "gid-kind")
+    assert kind.status == FAIL
+    assert kind.reason == "GID index 3 holds link-local IB/RoCE v1, other nodes ipv4-mapped RoCE v2"
+    assert gid_kind("0000:0000:0000:0000:0000:ffff:0a00:0107") == "ipv4-mapped"
+
+
+def test_hcas_outside_network_hcas_are_not_judged() -> None:
+    extra = ib_lines(1) + "\nmlx5_bond_0 1|1: DOWN|3: Disabled|10 Gb/sec (1X QDR)|Ethernet||"
+    results = judge_all(facts_of(gather_text("gpu-1", sections("amd", ib=(0, extra)))), AMD)
+    assert by_check(results, "gpu-1", "fabric")[0].status == OK
+
+
+def test_limits_shm_disk_memlock() -> None:
+    small = sections(
+        "amd",
+        memlock=(0, "8192"),
+        shm=(
+            0,
+            "Filesystem 1-blocks Used Available Capacity Mounted on\n"
+            f"tmpfs {GIB} 0 {GIB} 0% /dev/shm",
+        ),
+        disk=(
+            0,
+            f"Filesystem 1-blocks Used Available Capacity Mounted on\n/dev/sda1 {100 * GIB} "
+            f"{100 * GIB - GIB // 2} {GIB // 2} 99% /",
+        ),
+    )
+    results = judge_all(facts_of(gather_text("gpu-1", small)), AMD)
+    assert by_check(results, "gpu-1", "memlock")[0].status == WARN
+    assert by_check(results, "gpu-1", "shm")[0].reason == "/dev/shm is 1.0 GiB"
+    assert by_check(results, "gpu-1", "disk")[0].status == FAIL
+    cpu = Expect(vendor="none", gpus_per_node=0, image="x", fabric="ethernet")
+    results = judge_all(facts_of(gather_text("cpu-1", small)), cpu)
+    assert by_check(results, "cpu-1", "memlock")[0].status == SKIP
+    assert by_check(results, "cpu-1", "gpus")[0].status == SKIP
+
+
+def test_docker_image_leftovers_and_stray_ray() -> None:
+    cid_live, cid_dead = "1" * 64, "2" * 64
+    secs = sections(
+        "amd",
+        image=(1, "Error: No such image: verl:rocm"),
+        containers=(
+            0,
+            f"4242 {cid_live} cc-4242-gpu-1 running\n4100 {cid_dead} cc-4100-gpu-1 exited",
+        ),
+        processes=(
+            0,
+            f"811 {cid_live} /usr/local/bin/raylet --node-ip-address=10.0.1.7\n"
+            "912 host /usr/bin/python3 -m vllm.entrypoints.openai.api_server",
+        ),
+    )
+    results = judge_all(facts_of(gather_text("gpu-1", secs)), AMD)
+    assert by_check(results, "gpu-1", "image")[0].status == WARN
+    [left] = by_check(results, "gpu-1", "leftovers")
+    assert left.status == FAIL and left.reason == (
+        "containers of jobs that no longer run: cc-4100-gpu-1 (job 4100, exited)"
+    )
+    [ray] = by_check(results, "gpu-1", "ray-processes")
+    assert ray.status == WARN and "pid 912 on the host" in ray.reason and "811" not in ray.reason
+    no_squeue = Expect(**{**AMD.__dict__, "live_jobs": None})
+    [unknown] = by_check(
+        judge_all(facts_of(gather_text("gpu-1", secs)), no_squeue), "gpu-1", "leftovers"
+    )
+    assert unknown.status == WARN and "no squeue" in unknown.reason
+    down = sections(
+        "amd", docker=(1, "Cannot connect to the Docker daemon at unix:///var/run/docker.sock.")
+    )
+    [docker] = by_check(judge_all(facts_of(gather_text("gpu-1", down)), AMD), "gpu-1", "docker")
+    assert docker.status == FAIL and docker.reason.startswith(
+        "docker daemon not reachable: Cannot connect"
+    )
+
+
+def test_image_digest_ports_address_and_clock() -> None:
+    other = sections(
+        "amd", 2, image=(0, "sha256:" + "cd" * 32), ports=(0, "6379 in-use\n8265 free")
+    )
+    same_addr = sections("amd", 3, address=(0, "10.0.1.7"))
+    bad_addr = sections(
+        "amd",
+        4,
+        address=(
+            1,
+            "clusterctl: FAIL node=gpu-4 phase=address: "
+            "127.0.0.1 is loopback; other nodes cannot reach it",
+        ),
+    )
+    nodes = facts_of(
+        gather_text("gpu-1", sections("amd")),
+        gather_text("gpu-2", other),
+        gather_text("gpu-3", same_addr, clock=1004.0),
+        gather_text("gpu-4", bad_addr),
+    )
+    results = judge_all(nodes, AMD)
+    [digest] = by_check(results, "gpu-2", "image-digest")
+    assert digest.status == FAIL and "other nodes sha256:abab" in digest.reason
+    assert by_check(results, "gpu-2", "ports")[0].reason == "ports in use: 6379"
+    assert {r.node for r in results if r.check == "address" and "also the address" in r.reason} == {
+        "gpu-1",
+        "gpu-3",
+    }
+    [addr] = by_check(results, "gpu-4", "address")
+    assert (
+        addr.status == FAIL and addr.reason == "127.0.0.1 is loopback; other nodes cannot reach it"
+    )
+    [clock] = by_check(results, "gpu-3", "clock")
+    assert clock.status == WARN and clock.reason == "clock +4.0 s from the other nodes"
+
+
+def test_drain_lines_name_first_failure_with_our_prefix() -> None:
+    results = [
+        Result("gpu-2", "gpus", FAIL, "amd-smi sees 7 GPUs, the job needs 8"),
+        Result("gpu-2", "fabric", FAIL, "ports not ACTIVE"),
+        Result("gpu-1", "shm", WARN, "small"),
+        Result("*", "clock", OK, "fine"),
+        Result("gpu-9", "reachable", FAIL, "no answer"),
+    ]
+    assert drain_commands(results) == [
+        [
+            "scontrol",
+            "update",
+            "NodeName=gpu-2",
+            "State=DRAIN",
+            "Reason=clusterctl: gpus: amd-smi sees 7 GPUs, the job needs 8",
+        ]
+    ]
+    assert exit_status(results) == 2
+    assert exit_status([r for r in results if r.status != FAIL]) == 1
