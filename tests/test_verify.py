@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from clusterctl.render.bundle import render_gather_script
+from clusterctl.spec import load_spec
 from clusterctl.verify.cli import drain_commands
 from clusterctl.verify.judges import (
     FAIL,
@@ -21,6 +24,7 @@ from clusterctl.verify.judges import (
     judge_all,
     parse_gather,
 )
+from tests.conftest import EXAMPLES, ROOT
 
 FIXTURES = Path(__file__).parent / "fixtures" / "verify"
 GIB = 1 << 30
@@ -396,3 +400,50 @@ def test_drain_lines_name_first_failure_with_our_prefix() -> None:
     ]
     assert exit_status(results) == 2
     assert exit_status([r for r in results if r.status != FAIL]) == 1
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_gather_script_is_valid_bash_and_shellcheck_clean(example: Path, tmp_path: Path) -> None:
+    script = tmp_path / "verify.sh"
+    script.write_text(render_gather_script(load_spec(example).spec))
+    syntax = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert syntax.returncode == 0, syntax.stderr
+    check = subprocess.run(
+        ["shellcheck", "--severity=style", str(script)], capture_output=True, text=True
+    )
+    assert check.returncode == 0, check.stdout
+
+
+def test_gather_script_runs_here_and_parses(tmp_path: Path) -> None:
+    """The real gather on this machine: every section present, judged without a crash."""
+    spec = load_spec(ROOT / "examples" / "cpu-dev-cluster.yaml").spec
+    out = subprocess.run(
+        ["bash", "-s"],
+        input=render_gather_script(spec),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    [node] = parse_gather(out.stdout)
+    for name in (
+        "amd-smi-list",
+        "nvidia-gpus",
+        "devices",
+        "ib",
+        "memlock",
+        "shm",
+        "disk",
+        "docker",
+        "image",
+        "containers",
+        "processes",
+        "ports",
+        "address",
+        "end",
+    ):
+        assert name in node.sections, f"section {name} missing:\n{out.stdout}\n{out.stderr}"
+    assert node.sections["amd-smi-list"].rc == 127  # no amd-smi on this machine
+    assert node.sections["shm"].text.splitlines()[-1].endswith("/dev/shm")
+    cpu = Expect(vendor="none", gpus_per_node=0, image=spec.container.image, fabric="ethernet")
+    assert {r.check for r in judge_all([node], cpu)} >= {"gpus", "shm", "disk", "docker"}
