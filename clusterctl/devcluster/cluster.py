@@ -31,7 +31,16 @@ BASE_IMAGE = "clusterctl/debian-base:bookworm"
 RAY_VERSION = "2.60.0"
 TORCH_VERSION = "2.13.0"
 CTLD_PORT, SLURMD_DEFAULT_PORT, SLURMD_PORT_BASE = 16817, 16818, 17001
-APT_PACKAGES = ("slurm-wlm", "munge", "docker.io", "debootstrap", "iproute2", "procps")
+APT_PACKAGES = (
+    "slurm-wlm",
+    "munge",
+    "docker.io",
+    "debootstrap",
+    "iproute2",
+    "procps",
+    # a real sshd for the tests of `clusterctl verify --hosts` (and ssh-keygen)
+    "openssh-server",
+)
 BINARIES = {
     "munged": "munge",
     "slurmctld": "slurm-wlm",
@@ -40,6 +49,7 @@ BINARIES = {
     "dockerd": "docker.io",
     "debootstrap": "debootstrap",
     "ip": "iproute2",
+    "sshd": "openssh-server",
 }
 MARKER = "# managed by clusterctl dev-cluster"
 
