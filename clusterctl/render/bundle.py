@@ -23,6 +23,7 @@ from clusterctl.render.plan import JobPlan, build_plan
 from clusterctl.render.templates import render_template
 from clusterctl.spec.images import base_image, build_requirements
 from clusterctl.spec.models import PORT_BLOCK, JobSpec
+from clusterctl.verify.expect import expect_json
 
 SCRIPT = "job.sbatch"
 RESOLVED_SPEC = "spec.resolved.yaml"
@@ -60,6 +61,10 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def judges_source() -> str:
+    return resources.files("clusterctl.verify").joinpath("judges.py").read_text()
+
+
 def ray_wait_source() -> str:
     return resources.files("clusterctl.runtime").joinpath("ray_wait.py").read_text()
 
@@ -88,6 +93,8 @@ def _script_context(spec: JobSpec) -> dict[str, object]:
         "ray_wait_py": ray_wait_source(),
         "selftest_args": selftest_args(spec),
         "port_block": PORT_BLOCK,
+        "verify_expect": expect_json(spec),
+        "judges_py": judges_source(),
     }
 
 
@@ -104,16 +111,7 @@ def render_bundle(spec: JobSpec) -> Bundle:
     spec_hash = _sha256(json.dumps(data, sort_keys=True))
     plan = build_plan(spec)
     bundle = Bundle(spec=spec, plan=plan, spec_hash=spec_hash)
-    script = render_template(
-        "job.sbatch.j2",
-        spec=spec,
-        plan=plan,
-        spec_hash=spec_hash,
-        version=__version__,
-        ray_wait_py=ray_wait_source(),
-        selftest_args=selftest_args(spec),
-        port_block=PORT_BLOCK,
-    )
+    script = render_template("job.sbatch.j2", **_script_context(spec))
     bundle.files[SCRIPT] = BundleFile(script, 0o777)  # less the umask
     build = spec.container.build
     if build is not None:

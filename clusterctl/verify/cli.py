@@ -14,6 +14,7 @@ import click
 
 from clusterctl.console import user_errors
 from clusterctl.errors import UsageError
+from clusterctl.verify.expect import expectations
 from clusterctl.verify.judges import (
     FAIL,
     Expect,
@@ -95,7 +96,7 @@ def verify(
             gathered = gather_srun(script, nodelist, count)
         else:
             raise UsageError("not inside an allocation: give --hosts, --job or --local")
-        results, facts = judge_gathered(gathered, expectations(loaded.spec))
+        results, facts = judge_gathered(gathered, expectations(loaded.spec, live_jobs()))
     if as_json:
         click.echo(
             json.dumps(
@@ -115,24 +116,6 @@ def verify(
             if apply:
                 subprocess.run(line, check=False)
     sys.exit(exit_status(results))
-
-
-def expectations(spec: object) -> Expect:
-    """What the spec's job needs from every node."""
-    from clusterctl.spec.models import JobSpec
-    from clusterctl.spec.presets import PRESETS
-
-    assert isinstance(spec, JobSpec)
-    preset = PRESETS[spec.hardware.preset]
-    return Expect(
-        vendor=preset.vendor,
-        gpus_per_node=spec.slurm.gpus_per_node or 0,
-        image=spec.container.image,
-        fabric=spec.network.fabric or preset.default_fabric,
-        hcas=tuple(spec.network.hcas),
-        gid_index=spec.network.gid_index,
-        live_jobs=live_jobs(),
-    )
 
 
 def judge_gathered(

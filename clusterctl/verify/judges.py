@@ -1,15 +1,21 @@
-"""Judges for `clusterctl verify`: pure functions from what the nodes printed to results.
+"""Judges for `clusterctl verify` and the job's preflight: pure functions from what the nodes
+printed to results.
 
 The gather script (templates/partials/gather.sh.j2) prints each tool's own output in
 sections; nothing here runs a command, so every judge is tested on captured output. Each
 result names the node, the check, a reason and a fix. Cross-node judges compare what must be
 identical on every node (driver, ROCm/CUDA, image digest, GID kind, clock).
+
+The job ships this file and runs it on the batch host (`python3 - DIR EXPECT STARTED ENDED`),
+so it uses the standard library only and runs on Python >= 3.8.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -105,7 +111,7 @@ def parse_gather(text: str) -> list[NodeFacts]:
             close()
             parts = line.split()
             name, lines = parts[1], []
-            rc = int(parts[2].removeprefix("rc=")) if len(parts) > 2 else 0
+            rc = int(parts[2][len("rc=") :]) if len(parts) > 2 else 0
         elif current is not None and name:
             lines.append(line)
     close()
@@ -709,7 +715,13 @@ def judge_across(nodes: list[NodeFacts], expect: Expect) -> list[Result]:
     known = {k: v for k, v in offsets.items() if v is not None}
     if len(known) >= 2:
         median = sorted(known.values())[len(known) // 2]
-        far = {k: v - median for k, v in known.items() if abs(v - median) > CLOCK_WARN_SECONDS}
+        # a node's clock is known to within half the round trip that carried its answer
+        slack = {f.node: ((f.received or 0) - (f.sent or 0)) / 2 for f in nodes}
+        far = {
+            k: v - median
+            for k, v in known.items()
+            if abs(v - median) > CLOCK_WARN_SECONDS + slack[k]
+        }
         for node, off in sorted(far.items()):
             out.append(
                 Result(
@@ -751,3 +763,55 @@ def exit_status(results: Iterable[Result]) -> int:
     """Nagios-style: 0 all ok, 1 warnings, 2 failures."""
     statuses = {r.status for r in results}
     return 2 if FAIL in statuses else 1 if WARN in statuses else 0
+
+
+def expect_from_json(text: str, live_jobs: frozenset[str] | None) -> Expect:
+    """The Expect the job carries as JSON (clusterctl/verify/expect.py writes it)."""
+    raw = json.loads(text)
+    return Expect(
+        vendor=raw["vendor"],
+        gpus_per_node=int(raw["gpus_per_node"]),
+        image=raw["image"],
+        fabric=raw.get("fabric"),
+        hcas=tuple(raw.get("hcas", ())),
+        gid_index=raw.get("gid_index"),
+        live_jobs=live_jobs,
+    )
+
+
+def main(argv: list[str]) -> int:
+    """The job's preflight: judge DIR/*.gather, print failures as FAIL lines, write
+    DIR/verify.json; argv: DIR EXPECT_JSON [STARTED ENDED] (the gather step's epoch times)."""
+    directory, expect_text = argv[0], argv[1]
+    window = (float(argv[2]), float(argv[3])) if len(argv) >= 4 else (None, None)
+    live_path = os.path.join(directory, "live-jobs")
+    live = None
+    if os.path.exists(live_path):
+        with open(live_path, encoding="utf-8") as handle:
+            live = frozenset(handle.read().split())
+    nodes: list[NodeFacts] = []
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(".gather"):
+            with open(os.path.join(directory, name), encoding="utf-8", errors="replace") as handle:
+                for facts in parse_gather(handle.read()):
+                    facts.sent, facts.received = window
+                    nodes.append(facts)
+    results = judge_all(nodes, expect_from_json(expect_text, live))
+    with open(os.path.join(directory, "verify.json"), "w", encoding="utf-8") as handle:
+        json.dump([r.__dict__ for r in results], handle, indent=2)
+    for r in results:
+        fix = f" (fix: {r.fix})" if r.fix else ""
+        if r.status == FAIL:
+            print(f"clusterctl: FAIL node={r.node} phase=preflight: {r.check}: {r.reason}{fix}")
+        elif r.status == WARN:
+            print(f"clusterctl: [{r.node}] warning: {r.check}: {r.reason}{fix}")
+    counts = Counter(r.status for r in results)
+    print(
+        f"clusterctl: node checks on {len(nodes)} nodes: {counts[FAIL]} failed, "
+        f"{counts[WARN]} warnings, {counts[OK]} ok (details in {directory}/verify.json)"
+    )
+    return exit_status(results)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -157,6 +158,11 @@ def test_three_node_job_completes_and_workload_sees_three_nodes(tmp_path: Path) 
     assert containers_of(job) == []
     assert (job.log_dir / "workload.log").read_text().count("workload sees 3") == 1
     assert not (job.log_dir / "nodes").exists()  # node logs are copied on failure only
+    # the preflight judged every node with verify's judges, and said so
+    checks = json.loads((job.log_dir / "preflight" / "verify.json").read_text())
+    assert {r["node"] for r in checks} == {"node1", "node2", "node3", "*"}
+    assert [r for r in checks if r["status"] == "fail"] == []
+    assert "clusterctl: node checks on 3 nodes: 0 failed" in job.log
 
 
 def test_missing_image_on_one_node_fails_in_preflight(tmp_path: Path, node3_engine: str) -> None:
@@ -185,24 +191,41 @@ def test_dead_docker_daemon_on_one_node_fails_in_preflight(tmp_path: Path) -> No
     assert elapsed < 60 and containers_of(job) == []
 
 
-def test_worker_that_cannot_join_fails_the_job_naming_it(tmp_path: Path, node3_engine: str) -> None:
-    # node3 runs another Ray release: the head refuses it (Ray's version check), as on a
-    # cluster whose nodes were built at different times.
-    cluster.build_ray_variant_image(node3_engine, "2.59.0", print)
-    job, rc, elapsed = sbatch(tmp_path, render(tmp_path, "ray.join_retries=2"))
+def test_preflight_judges_fail_the_job_naming_the_node_whose_port_is_taken(
+    tmp_path: Path,
+) -> None:
+    # a fixed dashboard port that something on the head already holds (an ephemeral port:
+    # above 32767, outside the default ray.port_range)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        job, rc, elapsed = sbatch(tmp_path, render(tmp_path, f"ray.dashboard_port={port}"))
     assert rc != 0
     node, phase, cause = job.first_failure()
-    assert (node, phase) == ("node3", "ray-join")
-    assert "could not join" in cause and "after 2 attempts" in cause
-    assert "version" in cause.lower()
-    assert elapsed < 180
+    assert (node, phase) == ("node1", "preflight")
+    assert cause.startswith(f"ports: ports in use: {port}")
+    assert elapsed < 60
+    assert "containers" not in [e["phase"] for e in job.timeline()]  # nothing was started
+
+
+def test_a_node_with_another_image_under_the_same_tag_fails_preflight(
+    tmp_path: Path, node3_engine: str
+) -> None:
+    # node3's image carries another Ray release under the same tag, as on a cluster whose
+    # nodes were built at different times: the preflight judges compare image digests across
+    # nodes and stop the job before any container starts (before Ray's own version check
+    # would refuse node3 at join time).
+    cluster.build_ray_variant_image(node3_engine, "2.59.0", print)
+    job, rc, elapsed = sbatch(tmp_path, render(tmp_path))
+    assert rc != 0
+    node, phase, cause = job.first_failure()
+    assert (node, phase) == ("node3", "preflight")
+    assert cause.startswith("image-digest: image sha256:")
+    assert ", other nodes sha256:" in cause
+    assert elapsed < 60
+    assert "containers" not in [e["phase"] for e in job.timeline()]
     assert containers_of(job) == [] and containers_of(job, node3_engine) == []
-    # logs of every node come back on failure, and doctor explains them
-    assert (job.log_dir / "nodes" / "node1" / "container.log").exists()
-    doctor = run_cli("doctor", "--job", job.job_id, "--json", cwd=tmp_path)
-    assert doctor.returncode == 1
-    found = {f["id"] for f in json.loads(doctor.stdout)}
-    assert {"clusterctl-fail", "ray-version-mismatch"} <= found
 
 
 def test_two_jobs_at_once_on_one_host_each_have_their_own_ray(tmp_path: Path) -> None:
@@ -421,6 +444,10 @@ def test_container_that_dies_mid_job_fails_it_at_once_naming_the_node(tmp_path: 
     assert (node, phase) == ("node2", "container")
     assert cause == f"container cc-{job.job_id}-node2 exited while the job was running"
     assert containers_of(job) == []
+    # srun ended the other nodes' tasks (--kill-on-bad-exit) while the job still ran: they
+    # copied their logs before removing their containers
+    for other in ("node1", "node3"):
+        assert (job.log_dir / "nodes" / other / "container.log").exists(), other
 
 
 def test_openrlhf_path_submits_through_ray_job_submit(tmp_path: Path) -> None:

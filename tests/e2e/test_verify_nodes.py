@@ -4,21 +4,17 @@ SSH against a real sshd on loopback with host aliases from an ssh config the tes
 from __future__ import annotations
 
 import json
-import shutil
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from clusterctl.devcluster import cluster
+from clusterctl.devcluster.sshd import LoopbackSshd, start_loopback_sshd
 from tests.conftest import ROOT, run_cli
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("dev_cluster")]
 CPU_EXAMPLE = ROOT / "examples" / "cpu-dev-cluster.yaml"
-SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
 
 def verify_in_allocation(*args: str, nodes: int = 3) -> subprocess.CompletedProcess[str]:
@@ -76,6 +72,8 @@ def test_verify_names_the_bad_node_and_drains_it_only_with_apply() -> None:
             stale,
             "--label",
             "clusterctl.job=999999",
+            "--label",
+            "clusterctl.node=node1",
             cluster.DEV_IMAGE,
             "sleep",
             "300",
@@ -120,62 +118,19 @@ def node_state(node: str) -> str:
 # ---- SSH: a real sshd on a loopback port, host aliases in an ssh config written here ----
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
-def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path | int]]:
-    if not Path(SSHD).exists():
-        pytest.fail("sshd is missing: `clusterctl dev-cluster up` installs openssh-server")
-    d = tmp_path_factory.mktemp("sshd")
-    for key in ("host_key", "user_key"):
-        subprocess.run(
-            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key)], check=True
-        )
-    (d / "authorized_keys").write_text((d / "user_key.pub").read_text())
-    port = _free_port()
-    (d / "sshd_config").write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d / 'host_key'}\n"
-        f"AuthorizedKeysFile {d / 'authorized_keys'}\nPidFile {d / 'sshd.pid'}\n"
-        "PermitRootLogin prohibit-password\nPasswordAuthentication no\nUsePAM no\n"
-        "StrictModes no\nMaxStartups 100:30:200\nMaxSessions 100\n"
-    )
-    Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege-separation directory
-    proc = subprocess.Popen([SSHD, "-D", "-f", str(d / "sshd_config"), "-E", str(d / "sshd.log")])
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert time.monotonic() < deadline, (d / "sshd.log").read_text()
-            time.sleep(0.1)
-    host_key = (d / "host_key.pub").read_text().split()
-    (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_key[0]} {host_key[1]}\n")
-    (d / "empty_known_hosts").write_text("")
-    aliases = "\n".join(
-        f"Host gpu-{i}\n  HostName 127.0.0.1\n  Port {port}\n  User root\n"
-        f"  IdentityFile {d / 'user_key'}\n  UserKnownHostsFile {d / 'known_hosts'}\n"
-        for i in range(1, 4)
-    )
-    (d / "ssh_config").write_text(
-        aliases + f"\nHost stranger\n  HostName 127.0.0.1\n  Port {port}\n  User root\n"
-        f"  IdentityFile {d / 'user_key'}\n  UserKnownHostsFile {d / 'empty_known_hosts'}\n"
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackSshd]:
+    server = start_loopback_sshd(
+        tmp_path_factory.mktemp("sshd"), ["gpu-1", "gpu-2", "gpu-3"], unknown=("stranger",)
     )
     try:
-        yield {"dir": d, "port": port}
+        yield server
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        server.stop()
 
 
-def verify_ssh(
-    sshd: dict[str, Path | int], hosts: str, *extra: str
-) -> subprocess.CompletedProcess[str]:
-    config = Path(str(sshd["dir"])) / "ssh_config"
+def verify_ssh(sshd: LoopbackSshd, hosts: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    config = sshd.ssh_config
     return run_cli(
         "verify",
         str(CPU_EXAMPLE),
@@ -185,12 +140,12 @@ def verify_ssh(
         str(config),
         "--json",
         *extra,
-        env={"HOME": str(sshd["dir"])},
+        env={"HOME": str(sshd.directory)},
         timeout=180,
     )
 
 
-def test_verify_over_ssh_reaches_every_alias(sshd: dict[str, Path | int]) -> None:
+def test_verify_over_ssh_reaches_every_alias(sshd: LoopbackSshd) -> None:
     proc = verify_ssh(sshd, "gpu-1,gpu-2,gpu-3")
     report = json.loads(proc.stdout)
     assert sorted(report["nodes"]) == ["gpu-1", "gpu-2", "gpu-3"], proc.stderr
@@ -204,7 +159,7 @@ def test_verify_over_ssh_reaches_every_alias(sshd: dict[str, Path | int]) -> Non
     assert "NodeAddr" in found[("gpu-1", "address")]["reason"]
 
 
-def test_verify_over_ssh_refuses_an_unknown_host_key(sshd: dict[str, Path | int]) -> None:
+def test_verify_over_ssh_refuses_an_unknown_host_key(sshd: LoopbackSshd) -> None:
     proc = verify_ssh(sshd, "gpu-1,stranger")
     assert proc.returncode == 2
     found = {(r["node"], r["check"]): r for r in json.loads(proc.stdout)["results"]}
