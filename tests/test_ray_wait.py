@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterctl.runtime.ray_wait import EXIT_HEAD, EXIT_JOIN, describe, join_problems
+from clusterctl.runtime.ray_wait import EXIT_HEAD, EXIT_JOIN, EXIT_SELFTEST, describe, join_problems
 
 # What ray.nodes() returns (fields as Ray 2.60 reports them; values from the dev cluster).
 NODES = [
@@ -168,3 +168,91 @@ def test_fail_lines_have_one_shape(
 
     fail(problem, "selftest")
     assert capsys.readouterr().out.strip() == line
+
+
+def test_version_problems_name_the_odd_node() -> None:
+    from clusterctl.runtime.ray_wait import version_problems
+
+    same = {"python": "3.11.2", "ray": "2.60.0", "torch": "2.13.0+cpu"}
+    reports = {"node1": same, "node2": same, "node3": {**same, "torch": "2.12.1+cpu"}}
+    assert version_problems(reports) == [
+        "node=node3 has torch 2.12.1+cpu, the other nodes 2.13.0+cpu"
+    ]
+    assert version_problems({"node1": same, "node2": same}) == []
+
+
+def test_node_versions_read_this_interpreter() -> None:
+    import platform
+
+    from clusterctl.runtime.ray_wait import node_versions
+
+    found = node_versions()
+    assert found["python"] == platform.python_version()
+    assert found["ray"] == "2.60.0"  # the test dependency's pin
+    assert found["vllm"] == "absent"
+
+
+def test_busbw_is_nccl_tests_formula() -> None:
+    from clusterctl.runtime.ray_wait import busbw_allreduce
+
+    # nccl-tests doc/PERFORMANCE.md: algbw = S/t; all-reduce busbw = algbw * 2(n-1)/n
+    assert busbw_allreduce(16 * 10**9, 2.0, 4) == (8.0, 12.0)
+
+
+def test_a_rollout_engine_wider_than_any_node_is_refused_at_once() -> None:
+    from clusterctl.runtime.ray_wait import rollout_fit_problem
+
+    problem = rollout_fit_problem((2, 16, "GPU"), {"node1": 8.0, "node2": 8.0})
+    assert problem is not None and "TP 16 needs 16 GPU on one node" in problem
+    assert rollout_fit_problem((2, 8, "GPU"), {"node1": 8.0}) is None
+
+
+def test_selftest_places_rollout_engines_on_a_real_cluster(ray_head: str) -> None:
+    result = waiter(
+        ray_head,
+        "head1",
+        "--join-deadline",
+        "30",
+        "--selftest",
+        "--rollout",
+        "1:1:CPU",
+        "--selftest-deadline",
+        "60",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "selftest: placement: 1 rollout engines of TP 1 (CPU) placed in" in result.stdout
+    assert "versions identical: python" in result.stdout
+
+
+def test_selftest_fails_a_placement_the_cluster_cannot_hold(ray_head: str) -> None:
+    # the head offers 1 CPU: an engine of TP 2 can never be placed on one node
+    result = waiter(
+        ray_head,
+        "head1",
+        "--join-deadline",
+        "30",
+        "--selftest",
+        "--rollout",
+        "1:2:CPU",
+        "--selftest-deadline",
+        "60",
+    )
+    assert result.returncode == EXIT_SELFTEST, result.stdout + result.stderr
+    assert (
+        "clusterctl: FAIL node=all phase=selftest: a rollout engine of TP 2 needs 2 CPU on one "
+        "node, and no node offers more than 1" in result.stdout
+    )
+    # two engines of TP 1 fit one at a time, not both at once: the real placement says so
+    result = waiter(
+        ray_head,
+        "head1",
+        "--join-deadline",
+        "30",
+        "--selftest",
+        "--rollout",
+        "2:1:CPU",
+        "--selftest-deadline",
+        "8",
+    )
+    assert result.returncode == EXIT_SELFTEST, result.stdout + result.stderr
+    assert "only 1 of 2 rollout engines (TP 1, STRICT_PACK on one node each)" in result.stdout

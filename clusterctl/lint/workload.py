@@ -189,3 +189,25 @@ def openrlhf_weight_sync(wl: OpenRLHFWorkload) -> SyncPath:
     if truthy(openrlhf(wl, "sync_with_ray").value):
         return "ray-gloo" if backend == "gloo" else "ray-nccl"
     return "pynccl"
+
+
+VERL_ROLLOUT_TP = "actor_rollout_ref.rollout.tensor_model_parallel_size"
+
+
+def rollout_shape(
+    wl: object, nodes: int, gpus_per_node: int, tp: int | None, engines: int | None
+) -> tuple[int, int] | None:
+    """(engines, TP) of the workload's rollout as its framework will place them; TP and
+    ENGINES override it. None when neither the spec nor the workload says."""
+    if isinstance(wl, VerlWorkload):
+        setting = verl(wl, VERL_ROLLOUT_TP)
+        tp = tp or (as_int(setting.value, 1) if setting.key else None)
+        if tp and not engines and gpus_per_node:
+            engines = max(1, nodes * gpus_per_node // tp)
+    elif isinstance(wl, OpenRLHFWorkload):
+        wl_engines, wl_tp = vllm_shape(wl)
+        tp = tp or wl_tp
+        engines = engines or wl_engines or None
+    if tp is None:
+        return None
+    return (engines or 1, tp)

@@ -19,6 +19,7 @@ import yaml
 
 from clusterctl import __version__
 from clusterctl.errors import UsageError
+from clusterctl.lint.workload import rollout_shape
 from clusterctl.render.plan import JobPlan, build_plan
 from clusterctl.render.templates import render_template
 from clusterctl.spec.images import base_image, build_requirements
@@ -71,7 +72,7 @@ def ray_wait_source() -> str:
 
 def selftest_args(spec: JobSpec) -> list[str]:
     st = spec.selftest
-    return [
+    args = [
         "--selftest-deadline",
         str(st.deadline),
         "--selftest-size-mb",
@@ -80,7 +81,15 @@ def selftest_args(spec: JobSpec) -> list[str]:
         st.backend,
         "--min-busbw-gbps",
         f"{st.min_busbw_gbps:g}",
+        "--weight-sync-mb",
+        str(st.weight_sync_mb),
     ]
+    gpus = spec.slurm.gpus_per_node or 0
+    shape = rollout_shape(spec.workload, spec.slurm.nodes, gpus, st.rollout_tp, st.rollout_engines)
+    if shape is not None:
+        # GPU jobs place GPUs; on a CPU-only cluster the same rehearsal places CPUs
+        args += ["--rollout", f"{shape[0]}:{shape[1]}:{'GPU' if gpus else 'CPU'}"]
+    return args
 
 
 def _script_context(spec: JobSpec) -> dict[str, object]:

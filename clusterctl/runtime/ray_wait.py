@@ -10,6 +10,8 @@ import argparse
 import json
 import sys
 import time
+from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 EXIT_OK = 0
@@ -108,13 +110,21 @@ def join_problems(
 
 
 def wait_for_join(
-    ray: Any, expected: list[str], cpus: float | None, gpus: float, deadline: float
+    ray: Any,
+    expected: list[str],
+    cpus: float | None,
+    gpus: float,
+    deadline: float,
+    on_alive: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> dict[str, dict[str, float]] | None:
     last_count = -1
     problems: list[str] = ["no node seen yet"]
     seen: dict[str, dict[str, float]] = {}
     while time.monotonic() < deadline:
-        seen = describe(alive_nodes(ray))
+        alive = alive_nodes(ray)
+        if on_alive is not None:
+            on_alive(alive)
+        seen = describe(alive)
         problems = join_problems(seen, expected, cpus, gpus)
         if len(seen) != last_count:
             say(f"ray: {len(seen)}/{len(expected)} nodes alive")
@@ -149,20 +159,88 @@ def watch(ray: Any, expected: list[str], node_timeout: float, phase_name: str) -
         time.sleep(1)
 
 
-def selftest(
-    ray: Any, expected: list[str], head_ip: str, size_mb: int, backend: str, deadline: float
-) -> dict[str, Any]:
-    """One task per node, then an all-reduce across all nodes (when torch is present)."""
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+# The self-test: rehearse what the workload will do, each part with a deadline.
 
-    by_name = {str(n.get("NodeName")): n["NodeID"] for n in alive_nodes(ray)}
+VERSION_PACKAGES = ("ray", "torch", "vllm", "verl", "openrlhf", "transformers")
+
+
+def node_versions() -> dict[str, str]:
+    """This node's Python and package versions, and the ROCm/CUDA build torch was made for
+    (read from torch/version.py: importing torch takes seconds)."""
+    import importlib.metadata as metadata
+    import importlib.util
+    import platform
+    import re
+    from pathlib import Path
+
+    out = {"python": platform.python_version()}
+    for name in VERSION_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "absent"
+    spec = importlib.util.find_spec("torch")
+    if spec is not None and spec.origin:
+        try:
+            text = Path(spec.origin).with_name("version.py").read_text()
+        except OSError:
+            text = ""
+        for key in ("hip", "cuda"):
+            found = re.search(rf"^{key}\s*(?::[^=]*)?=\s*'([^']*)'", text, re.M)
+            if found:
+                out[key] = found.group(1)
+    return out
+
+
+def version_problems(reports: dict[str, dict[str, str]]) -> list[str]:
+    """Each node whose version of something differs from what most nodes have."""
+    problems = []
+    for key in sorted({k for r in reports.values() for k in r}):
+        values = {node: r.get(key, "absent") for node, r in reports.items()}
+        common = Counter(values.values()).most_common(1)[0][0]
+        problems += [
+            f"node={node} has {key} {value}, the other nodes {common}"
+            for node, value in sorted(values.items())
+            if value != common
+        ]
+    return problems
+
+
+def busbw_allreduce(nbytes: int, seconds: float, ranks: int) -> tuple[float, float]:
+    """(algbw, busbw) in GB/s as nccl-tests computes them for all-reduce (doc/PERFORMANCE.md:
+    algbw = S/t, busbw = algbw * 2(n-1)/n)."""
+    algbw = nbytes / seconds / 1e9
+    return algbw, algbw * 2 * (ranks - 1) / ranks
+
+
+def rollout_fit_problem(shape: tuple[int, int, str], per_node: dict[str, float]) -> str | None:
+    """An engine of TP units that no node can hold: its placement group would wait forever
+    (the cross-node vLLM init hang)."""
+    _, tp, resource = shape
+    most = max(per_node.values(), default=0.0)
+    if tp > most:
+        return (
+            f"a rollout engine of TP {tp} needs {tp} {resource} on one node, and no node "
+            f"offers more than {most:g}: its placement group (STRICT_PACK) would never be placed"
+        )
+    return None
+
+
+def probe_class(ray: Any) -> Any:
+    """The actor placed on every node for the self-test."""
 
     @ray.remote(num_cpus=0)
     class Probe:
-        def where(self) -> dict[str, str]:
-            import socket
+        def warm(self) -> bool:
+            """Import torch now, while the other nodes are still joining."""
+            try:
+                import torch  # noqa: F401
+            except ImportError:
+                return False
+            return True
 
-            return {"hostname": socket.gethostname()}
+        def versions(self) -> dict[str, str]:
+            return node_versions()
 
         def free_port(self) -> int:
             import socket
@@ -171,9 +249,56 @@ def selftest(
                 sock.bind(("", 0))
                 return int(sock.getsockname()[1])
 
-        def allreduce(
-            self, rank: int, world: int, master: str, port: int, numel: int, backend: str
+        def listen(self) -> tuple[str, int]:
+            """An echo server on the address Ray (and the job) uses for this node."""
+            import socket
+            import threading
+
+            from ray.util import get_node_ip_address
+
+            address: str = get_node_ip_address()  # type: ignore[no-untyped-call]
+            server = socket.socket()
+            server.bind((address, 0))
+            server.listen(64)
+
+            def serve() -> None:
+                while True:
+                    conn, _ = server.accept()
+                    with conn:
+                        conn.sendall(conn.recv(1))
+
+            threading.Thread(target=serve, daemon=True).start()
+            return address, int(server.getsockname()[1])
+
+        def ping(self, targets: dict[str, tuple[str, int]], timeout: float) -> dict[str, Any]:
+            """TCP round trip (connect + one byte each way) to every other node, in ms."""
+            import socket
+
+            out: dict[str, Any] = {}
+            for name, (host, port) in targets.items():
+                start = time.perf_counter()
+                try:
+                    with socket.create_connection((host, port), timeout=timeout) as sock:
+                        sock.sendall(b"x")
+                        if sock.recv(1) != b"x":
+                            raise OSError("no echo")
+                    out[name] = (time.perf_counter() - start) * 1000
+                except OSError as exc:
+                    out[name] = f"{host}:{port}: {exc}"
+            return out
+
+        def collective(
+            self,
+            kind: str,
+            rank: int,
+            world: int,
+            master: str,
+            port: int,
+            numel: int,
+            backend: str,
         ) -> dict[str, Any]:
+            """A fresh process group; an all-reduce of all ranks, or a broadcast from rank 0
+            (the trainer -> rollout weight sync); timed after a warm-up, result checked."""
             try:
                 import torch
                 import torch.distributed as dist
@@ -185,11 +310,20 @@ def selftest(
             try:
                 # nccl (RCCL on ROCm) needs device memory; the actor holds one GPU then.
                 device = "cuda" if backend == "nccl" else "cpu"
-                tensor = torch.ones(numel, dtype=torch.float32, device=device)
-                dist.all_reduce(tensor)  # warm-up, and the correctness check below
-                ok = bool(torch.all(tensor == world))
+                if kind == "allreduce":
+                    tensor = torch.ones(numel, dtype=torch.float32, device=device)
+                    dist.all_reduce(tensor)  # warm-up, and the correctness check below
+                    ok = bool(torch.all(tensor == world))
+                else:
+                    fill = 7.0 if rank == 0 else 0.0
+                    tensor = torch.full((numel,), fill, dtype=torch.float32, device=device)
+                    dist.broadcast(tensor, src=0)
+                    ok = bool(torch.all(tensor == 7.0))
                 start = time.perf_counter()
-                dist.all_reduce(tensor)
+                if kind == "allreduce":
+                    dist.all_reduce(tensor)
+                else:
+                    dist.broadcast(tensor, src=0)
                 if device == "cuda":
                     torch.cuda.synchronize()
                 seconds = time.perf_counter() - start
@@ -197,45 +331,229 @@ def selftest(
                 dist.destroy_process_group()
             return {"ok": ok, "seconds": seconds}
 
-    probes = {
-        name: Probe.options(  # type: ignore[attr-defined]
-            num_gpus=1 if backend == "nccl" else 0,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=by_name[name], soft=False),
-        ).remote()
-        for name in expected
+    return Probe
+
+
+class Probes:
+    """One Probe per node of the job, created as each node joins (so torch's import overlaps
+    the wait for the others)."""
+
+    def __init__(self, ray: Any, expected: list[str], backend: str) -> None:
+        self.ray, self.expected, self.backend = ray, expected, backend
+        self.actors: dict[str, Any] = {}
+        self.warming: dict[str, Any] = {}
+        self._cls: Any = None
+
+    def add_joined(self, nodes: list[dict[str, Any]]) -> None:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        if self._cls is None:
+            self._cls = probe_class(self.ray)
+        for node in nodes:
+            name = str(node.get("NodeName"))
+            if name in self.expected and name not in self.actors:
+                self.actors[name] = self._cls.options(
+                    num_gpus=1 if self.backend == "nccl" else 0,
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(
+                        node_id=node["NodeID"], soft=False
+                    ),
+                ).remote()
+                self.warming[name] = self.actors[name].warm.remote()
+
+
+def _wait_all(ray: Any, refs: dict[str, Any], deadline: float) -> list[str]:
+    """Names whose result did not arrive by the deadline."""
+    ready, _ = ray.wait(
+        list(refs.values()), num_returns=len(refs), timeout=max(1.0, deadline - time.monotonic())
+    )
+    return [name for name, ref in refs.items() if ref not in ready]
+
+
+def check_placement(
+    ray: Any, shape: tuple[int, int, str], deadline: float
+) -> tuple[dict[str, Any], list[str]]:
+    """Place every rollout engine as the frameworks do (one STRICT_PACK group of TP bundles
+    per engine) and release them: a shape the cluster cannot hold fails here, named."""
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    engines, tp, resource = shape
+    per_node = {
+        str(n.get("NodeName")): float(n["Resources"].get(resource, 0)) for n in alive_nodes(ray)
     }
-    remaining = max(1.0, deadline - time.monotonic())
-    refs = {name: p.where.remote() for name, p in probes.items()}
-    ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=remaining)
-    silent = [name for name, ref in refs.items() if ref not in ready]
+    problem = rollout_fit_problem(shape, per_node)
+    if problem:
+        return {"engines": engines, "tp": tp, "placed": 0}, [problem]
+    start = time.monotonic()
+    groups = [placement_group([{resource: 1}] * tp, strategy="STRICT_PACK") for _ in range(engines)]
+    try:
+        late = _wait_all(ray, {str(i): g.ready() for i, g in enumerate(groups)}, deadline)
+    finally:
+        for group in groups:
+            remove_placement_group(group)
+    placed = engines - len(late)
+    report = {"engines": engines, "tp": tp, "resource": resource, "placed": placed,
+              "seconds": time.monotonic() - start}  # fmt: skip
+    if late:
+        total = sum(per_node.values())
+        return report, [
+            f"only {placed} of {engines} rollout engines (TP {tp}, STRICT_PACK on one node "
+            f"each) could be placed before the deadline; the cluster offers {total:g} {resource}"
+        ]
+    return report, []
+
+
+def check_pairs(
+    ray: Any, probes: dict[str, Any], deadline: float
+) -> tuple[dict[str, Any], list[str]]:
+    """Every node reaches every other on the address the job uses (a latency table)."""
+    names = list(probes)
+    addresses = ray.get([probes[name].listen.remote() for name in names])
+    listeners = {name: addresses[i] for i, name in enumerate(names)}
+    refs = {
+        name: p.ping.remote({n: a for n, a in listeners.items() if n != name}, 5.0)
+        for name, p in probes.items()
+    }
+    silent = _wait_all(ray, refs, deadline)
+    problems = [f"node={n} did not finish its reachability test" for n in silent]
+    table: dict[str, Any] = {}
+    for name, ref in refs.items():
+        if name in silent:
+            continue
+        for other, rtt in ray.get(ref).items():
+            table[f"{name}->{other}"] = rtt
+            if isinstance(rtt, str):
+                problems.append(f"node={name} cannot reach {other} at {rtt}")
+    return table, problems
+
+
+def run_collective(
+    ray: Any,
+    probes: dict[str, Any],
+    ranks: list[str],
+    kind: str,
+    master: str,
+    numel: int,
+    backend: str,
+    deadline: float,
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """One collective over RANKS (the first is rank 0); its slowest rank's seconds."""
+    port = ray.get(probes[ranks[0]].free_port.remote())
+    refs = {
+        name: probes[name].collective.remote(kind, rank, len(ranks), master, port, numel, backend)
+        for rank, name in enumerate(ranks)
+    }
+    late = _wait_all(ray, refs, deadline)
+    if late:
+        return None, [f"node={n} did not finish the {kind}" for n in late]
+    outcomes = {name: ray.get(ref) for name, ref in refs.items()}
+    if any("skipped" in o for o in outcomes.values()):
+        return {"skipped": next(iter(outcomes.values())).get("skipped")}, []
+    bad = [name for name, o in outcomes.items() if not o["ok"]]
+    if bad:
+        return None, [f"node={n} got a wrong {kind} result" for n in bad]
+    return {"seconds": max(o["seconds"] for o in outcomes.values())}, []
+
+
+def selftest(
+    ray: Any,
+    probes: Probes,
+    head_ip: str,
+    size_mb: int,
+    deadline: float,
+    rollout: tuple[int, int, str] | None = None,
+    sync_mb: int = 0,
+) -> dict[str, Any]:
+    """Rehearse the workload: a task and the versions on every node, the rollout engines'
+    placement, every node pair's reachability, an all-reduce over all nodes and a weight-sync
+    broadcast between two nodes. Returns the report; its "problems" fail the job."""
+    expected, backend = probes.expected, probes.backend
+    actors = {name: probes.actors[name] for name in expected if name in probes.actors}
+    report: dict[str, Any] = {"ok": True, "backend": backend}
+    missing = [n for n in expected if n not in actors]
+    refs = {name: p.versions.remote() for name, p in actors.items()}
+    silent = missing + _wait_all(ray, refs, deadline)
     if silent:
         return {"ok": False, "problems": [f"node={n} did not run a task" for n in silent]}
-    report: dict[str, Any] = {"ok": True, "tasks": len(refs)}
+    report["tasks"] = len(refs)
+    versions = {name: ray.get(ref) for name, ref in refs.items()}
+    report["versions"] = versions
+    problems = version_problems(versions)
+    if rollout is not None:
+        report["placement"], found = check_placement(ray, rollout, deadline)
+        problems += found
     world = len(expected)
-    if world < 2:
-        return report
+    if world >= 2:
+        report["pairs_ms"], found = check_pairs(ray, actors, deadline)
+        problems += found
+    if problems or world < 2:
+        return {**report, "ok": not problems, "problems": problems}
+    ray.get(list(probes.warming.values()))  # torch imported everywhere (or found missing)
     numel = size_mb * 1024 * 1024 // 4
-    port = ray.get(probes[expected[0]].free_port.remote())
-    runs = [
-        probes[name].allreduce.remote(rank, world, head_ip, port, numel, backend)
-        for rank, name in enumerate(expected)
-    ]
-    ready, _ = ray.wait(runs, num_returns=world, timeout=max(1.0, deadline - time.monotonic()))
-    if len(ready) < world:
-        late = [expected[i] for i, ref in enumerate(runs) if ref not in ready]
-        return {"ok": False, "problems": [f"node={n} did not finish the all-reduce" for n in late]}
-    outcomes = ray.get(runs)
-    if any("skipped" in o for o in outcomes):
-        report["allreduce"] = "skipped: " + outcomes[0].get("skipped", "torch missing")
-        return report
-    if not all(o["ok"] for o in outcomes):
-        bad = [expected[i] for i, o in enumerate(outcomes) if not o["ok"]]
-        return {"ok": False, "problems": [f"node={n} got a wrong all-reduce result" for n in bad]}
-    seconds = max(o["seconds"] for o in outcomes)
-    nbytes = numel * 4
-    report["allreduce_busbw_gbps"] = nbytes / seconds * 2 * (world - 1) / world / 1e9
-    report["allreduce_seconds"] = seconds
-    return report
+    outcome, problems = run_collective(
+        ray, actors, expected, "allreduce", head_ip, numel, backend, deadline
+    )
+    if outcome is not None and "skipped" in outcome:
+        report["allreduce"] = "skipped: " + str(outcome["skipped"])
+        return {**report, "problems": problems, "ok": not problems}
+    if outcome is not None:
+        algbw, busbw = busbw_allreduce(numel * 4, outcome["seconds"], world)
+        report.update(allreduce_seconds=outcome["seconds"], allreduce_algbw_gbps=algbw,
+                      allreduce_busbw_gbps=busbw)  # fmt: skip
+    if not problems and sync_mb:
+        # the trainer's rank 0 on the head, a rollout rank on another node: the weight-sync
+        # path in a fresh process group, timed, so a hang shows here, named
+        sync_numel = sync_mb * 1024 * 1024 // 4
+        pair = [expected[0], expected[-1]]
+        outcome, problems = run_collective(
+            ray, actors, pair, "broadcast", head_ip, sync_numel, backend, deadline
+        )
+        if outcome is not None and "seconds" in outcome:
+            report["weight_sync"] = {
+                "from": pair[0],
+                "to": pair[1],
+                "mb": sync_mb,
+                "seconds": outcome["seconds"],
+                "gbps": sync_numel * 4 / outcome["seconds"] / 1e9,
+            }
+    return {**report, "problems": problems, "ok": not problems}
+
+
+def summary_lines(report: dict[str, Any], size_mb: int) -> list[str]:
+    """The self-test as a few lines for the job log (the JSON goes to selftest.json)."""
+    lines = []
+    versions = report.get("versions") or {}
+    if versions:
+        first = next(iter(versions.values()))
+        shown = ", ".join(f"{k} {v}" for k, v in first.items() if v != "absent")
+        lines.append(f"selftest: {len(versions)} nodes ran tasks; versions identical: {shown}")
+    placement = report.get("placement")
+    if placement and placement.get("placed") == placement.get("engines"):
+        lines.append(
+            f"selftest: placement: {placement['engines']} rollout engines of TP {placement['tp']} "
+            f"({placement['resource']}) placed in {placement['seconds']:.1f}s"
+        )
+    pairs = {k: v for k, v in (report.get("pairs_ms") or {}).items() if not isinstance(v, str)}
+    if pairs:
+        slowest = max(pairs, key=pairs.__getitem__)
+        lines.append(
+            f"selftest: {len(pairs)} node pairs reachable, TCP round trip "
+            f"{min(pairs.values()):.2f}-{pairs[slowest]:.2f} ms (slowest {slowest})"
+        )
+    if "allreduce_busbw_gbps" in report:
+        lines.append(
+            f"selftest: {report['backend']} all-reduce {size_mb} MB: algbw "
+            f"{report['allreduce_algbw_gbps']:.3f} GB/s, "
+            f"busbw {report['allreduce_busbw_gbps']:.3f} GB/s"
+        )
+    elif "allreduce" in report:
+        lines.append(f"selftest: all-reduce {report['allreduce']}")
+    sync = report.get("weight_sync")
+    if sync:
+        lines.append(
+            f"selftest: weight-sync rehearsal: {report['backend']} broadcast {sync['mb']} MB "
+            f"{sync['from']} -> {sync['to']} in {sync['seconds']:.3f}s ({sync['gbps']:.3f} GB/s)"
+        )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -258,6 +576,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--selftest-size-mb", type=int, default=16)
     parser.add_argument("--selftest-backend", default="gloo")
     parser.add_argument("--min-busbw-gbps", type=float, default=0.0)
+    parser.add_argument(
+        "--rollout",
+        metavar="ENGINES:TP:RESOURCE",
+        help="place this many STRICT_PACK groups of TP bundles of RESOURCE (GPU or CPU)",
+    )
+    parser.add_argument("--weight-sync-mb", type=int, default=0)
     parser.add_argument("--watch", metavar="PHASE", help="watch node liveness, do not wait")
     parser.add_argument("--node-timeout", type=float, default=30)
     args = parser.parse_args(argv)
@@ -274,8 +598,14 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_HEAD
     if args.watch:
         return watch(ray, expected, args.node_timeout, args.watch)
+    probes = Probes(ray, expected, args.selftest_backend) if args.selftest else None
     joined = wait_for_join(
-        ray, expected, args.cpus_per_node, args.gpus_per_node, time.monotonic() + args.join_deadline
+        ray,
+        expected,
+        args.cpus_per_node,
+        args.gpus_per_node,
+        time.monotonic() + args.join_deadline,
+        probes.add_joined if probes is not None else None,
     )
     if joined is None:
         result("join-timeout", seen=describe(alive_nodes(ray)))
@@ -283,15 +613,20 @@ def main(argv: list[str] | None = None) -> int:
     phase("ray-joined")
     say(f"ray: all {len(expected)} nodes joined in {time.monotonic() - start:.1f}s")
     summary: dict[str, Any] = {"nodes": joined}
-    if args.selftest:
+    if probes is not None:
         phase("selftest")
+        rollout = None
+        if args.rollout:
+            engines, tp, resource = args.rollout.split(":")
+            rollout = (int(engines), int(tp), resource)
         report = selftest(
             ray,
-            expected,
+            probes,
             args.head_ip,
             args.selftest_size_mb,
-            args.selftest_backend,
             time.monotonic() + args.selftest_deadline,
+            rollout,
+            args.weight_sync_mb,
         )
         summary["selftest"] = report
         busbw = report.get("allreduce_busbw_gbps")
@@ -306,16 +641,8 @@ def main(argv: list[str] | None = None) -> int:
         if not report["ok"]:
             result("selftest-failed", **summary)
             return EXIT_SELFTEST
-        if busbw is not None:
-            say(
-                f"selftest: {len(expected)} nodes ran tasks; {args.selftest_backend} "
-                f"all-reduce {args.selftest_size_mb} MB: {busbw:.3f} GB/s bus bandwidth"
-            )
-        else:
-            say(
-                f"selftest: {len(expected)} nodes ran tasks; all-reduce "
-                f"{report.get('allreduce', 'not run (one node)')}"
-            )
+        for line in summary_lines(report, args.selftest_size_mb):
+            say(line)
     result("ready", **summary)
     return EXIT_OK
 

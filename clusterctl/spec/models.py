@@ -361,6 +361,29 @@ class SelftestSpec(Section):
         le=100_000,
         description="fail below this all-reduce bus bandwidth (0: only report)",
     )
+    rollout_tp: int | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="GPUs of one rollout engine for the placement rehearsal (STRICT_PACK on "
+        "one node); default: the workload's rollout TP (verl "
+        "actor_rollout_ref.rollout.tensor_model_parallel_size, OpenRLHF "
+        "--vllm_tensor_parallel_size)",
+    )
+    rollout_engines: int | None = Field(
+        None,
+        ge=1,
+        le=4096,
+        description="rollout engines placed at once; default: the workload's (OpenRLHF "
+        "--vllm_num_engines, verl: every GPU of the job / TP)",
+    )
+    weight_sync_mb: int = Field(
+        16,
+        ge=0,
+        le=16384,
+        description="tensor broadcast from a trainer rank on the head to a rollout rank on "
+        "another node in a fresh process group, timed (0: skip the rehearsal)",
+    )
 
 
 class VerlWorkload(Section):

@@ -132,7 +132,13 @@ def test_three_node_job_completes_and_workload_sees_three_nodes(tmp_path: Path) 
     job, rc, _ = sbatch(tmp_path, render(tmp_path))
     assert rc == 0, job.log
     assert "workload sees 3 ray nodes: ['node1', 'node2', 'node3']" in job.log
-    assert "selftest: 3 nodes ran tasks; gloo all-reduce" in job.log
+    assert "selftest: 3 nodes ran tasks; versions identical: python 3." in job.log
+    assert "selftest: 6 node pairs reachable, TCP round trip" in job.log
+    assert "selftest: gloo all-reduce 16 MB: algbw" in job.log
+    assert "selftest: weight-sync rehearsal: gloo broadcast 16 MB node1 -> node3 in" in job.log
+    report = json.loads((job.log_dir / "cluster.json").read_text())["selftest"]
+    assert report["ok"] and set(report["versions"]) == {"node1", "node2", "node3"}
+    assert len(report["pairs_ms"]) == 6 and report["allreduce_busbw_gbps"] > 0
     # every node offers the CPUs SLURM gave it (1 per node here), checked at join time; the
     # machine-readable result stays in cluster.log, out of the batch log people read
     cluster_log = (job.log_dir / "cluster.log").read_text()
@@ -226,6 +232,19 @@ def test_a_node_with_another_image_under_the_same_tag_fails_preflight(
     assert elapsed < 60
     assert "containers" not in [e["phase"] for e in job.timeline()]
     assert containers_of(job) == [] and containers_of(job, node3_engine) == []
+
+
+def test_selftest_stops_the_job_when_a_rollout_engine_cannot_be_placed(tmp_path: Path) -> None:
+    # every dev node offers Ray 1 CPU: an engine of TP 2 (STRICT_PACK on one node) never fits;
+    # the CPU run of the same placement rehearsal GPU jobs get
+    job, rc, elapsed = sbatch(tmp_path, render(tmp_path, "selftest.rollout_tp=2"))
+    assert rc != 0
+    node, phase, cause = job.first_failure()
+    assert (node, phase) == ("all", "selftest")
+    assert cause.startswith("a rollout engine of TP 2 needs 2 CPU on one node")
+    assert "workload" not in [e["phase"] for e in job.timeline()]
+    assert elapsed < 120
+    assert containers_of(job) == []
 
 
 def test_two_jobs_at_once_on_one_host_each_have_their_own_ray(tmp_path: Path) -> None:
