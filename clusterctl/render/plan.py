@@ -46,7 +46,7 @@ class JobPlan:
 def sbatch_directives(spec: JobSpec) -> list[str]:
     """The #SBATCH options, in a fixed order."""
     s = spec.slurm
-    out = [f"--job-name={s.job_name}", f"--nodes={s.nodes}", "--ntasks-per-node=1"]
+    out = [f"--job-name={s.job_name}", f"--nodes={s.nodes + s.spare_nodes}", "--ntasks-per-node=1"]
     gpus = s.gpus_per_node or 0
     if gpus:
         if s.gpu_request == "gres":

@@ -144,6 +144,19 @@ class SlurmSpec(Section):
     qos: SlurmWord | None = Field(None, description="sbatch --qos")
     time: SlurmTime = Field("01:00:00", description="sbatch --time (walltime limit)")
     nodes: int = Field(1, ge=1, le=4096, description="number of nodes, one container per node")
+    spare_nodes: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description="extra nodes allocated (sbatch --nodes=nodes+spare_nodes): preflight "
+        "judges all of them and the job runs on `nodes` healthy ones, the batch node (the Ray "
+        "head) among them",
+    )
+    drain_bad_nodes: bool = Field(
+        False,
+        description="with spare_nodes: drain the nodes left out (scontrol update State=DRAIN "
+        'Reason="clusterctl: ..."; needs SLURM operator rights)',
+    )
     gpus_per_node: int | None = Field(
         None, ge=0, le=64, description="GPUs per node; default from hardware.preset"
     )

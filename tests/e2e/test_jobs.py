@@ -247,6 +247,52 @@ def test_selftest_stops_the_job_when_a_rollout_engine_cannot_be_placed(tmp_path:
     assert containers_of(job) == []
 
 
+def test_a_spare_node_replaces_one_whose_docker_engine_is_dead(tmp_path: Path) -> None:
+    # 3 nodes + 1 spare on the 4-node dev cluster; node2's engine is gone: the job leaves it
+    # out, says why, and trains on node1, node3 and node4
+    cluster.route_node("node2", "unix:///run/clusterctl-dev/no-such-engine.sock")
+    try:
+        job, rc, _ = sbatch(tmp_path, render(tmp_path, "slurm.spare_nodes=1"))
+    finally:
+        cluster.route_node("node2", None)
+    assert rc == 0, job.log
+    assert re.search(r"left out node2: docker daemon not reachable: .*no-such-engine", job.log)
+    assert "FAIL" not in job.log  # a node left out is not a failure of the job
+    assert "running on node1 node3 node4 (slurm.spare_nodes: 1)" in job.log
+    assert "workload sees 3 ray nodes: ['node1', 'node3', 'node4']" in job.log
+    left_out = (job.log_dir / "left-out.tsv").read_text().splitlines()
+    assert [line.split("\t")[0] for line in left_out] == ["node2"]
+    assert containers_of(job) == []
+
+
+def test_too_few_healthy_nodes_fail_naming_them(tmp_path: Path, node3_engine: str) -> None:
+    # 3 nodes + 1 spare, two bad (node2: dead engine, node3: no image): 2 healthy < 3
+    cluster.route_node("node2", "unix:///run/clusterctl-dev/no-such-engine.sock")
+    try:
+        job, rc, _ = sbatch(tmp_path, render(tmp_path, "slurm.spare_nodes=1"))
+    finally:
+        cluster.route_node("node2", None)
+    assert rc != 0
+    node, phase, cause = job.first_failure()
+    assert (node, phase) == ("node1", "preflight")
+    assert cause == "only 2 of 4 nodes passed preflight; the job needs 3 (slurm.nodes)"
+    assert "left out node2: docker daemon not reachable" in job.log
+    assert "left out node3: image clusterctl/dev:latest is not present" in job.log
+    assert containers_of(job) == [] and containers_of(job, node3_engine) == []
+
+
+def test_selftest_stops_the_job_below_the_bandwidth_threshold(tmp_path: Path) -> None:
+    job, rc, _ = sbatch(tmp_path, render(tmp_path, "selftest.min_busbw_gbps=100000"))
+    assert rc != 0
+    node, phase, cause = job.first_failure()
+    assert (node, phase) == ("all", "selftest")
+    assert re.fullmatch(
+        r"all-reduce bus bandwidth [0-9.]+ GB/s is below selftest.min_busbw_gbps 100000", cause
+    )
+    assert "workload" not in [e["phase"] for e in job.timeline()]
+    assert containers_of(job) == []
+
+
 def test_two_jobs_at_once_on_one_host_each_have_their_own_ray(tmp_path: Path) -> None:
     # Every dev node is this host: two jobs at once meet on every port they share. Each job
     # must reach its own Ray (2 nodes, not 4) on ports of its own, and both must succeed.
