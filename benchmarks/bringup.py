@@ -148,12 +148,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--nodes", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        default=["baseline", "floor", "clusterctl", "clusterctl+selftest"],
+        choices=["baseline", "floor", "clusterctl", "clusterctl+selftest"],
+    )
     args = parser.parse_args()
     results: dict[str, dict[str, list[list[float]]]] = {}
     for nodes in args.nodes:
         runs: dict[str, list[list[float]]] = {}
         for _ in range(args.repeat):  # interleaved, so drift hits every variant alike
-            for variant in ("baseline", "floor", "clusterctl", "clusterctl+selftest"):
+            for variant in args.variants:
                 with tempfile.TemporaryDirectory() as tmp:
                     work = Path(tmp)
                     if variant == "baseline":
@@ -169,10 +175,14 @@ def main() -> None:
                 time.sleep(1)
         results[str(nodes)] = runs
     print()
-    print("| nodes | variant | seconds to workload (median) | x floor | nodes joined at start |")
+    reference = "floor" if "floor" in args.variants else args.variants[0]
+    print(
+        f"| nodes | variant | seconds to workload (median) | x {reference} "
+        "| nodes joined at start |"
+    )
     print("|---|---|---|---|---|")
     for nodes, runs in results.items():
-        floor = statistics.median(r[0] for r in runs["floor"])
+        floor = statistics.median(r[0] for r in runs[reference])
         for variant, samples in runs.items():
             median = statistics.median(r[0] for r in samples)
             joined = ", ".join(f"{int(r[1])}/{nodes}" for r in samples)

@@ -256,3 +256,13 @@ def test_selftest_fails_a_placement_the_cluster_cannot_hold(ray_head: str) -> No
     )
     assert result.returncode == EXIT_SELFTEST, result.stdout + result.stderr
     assert "only 1 of 2 rollout engines (TP 1, STRICT_PACK on one node each)" in result.stdout
+
+
+def test_gpu_rank_uses_the_gpu_ray_assigned() -> None:
+    from clusterctl.runtime.ray_wait import gpu_index
+
+    # Ray narrowed HIP/CUDA_VISIBLE_DEVICES to the one GPU: it is device 0
+    assert gpu_index(1, [5]) == 0
+    # RAY_EXPERIMENTAL_NOSET_*_VISIBLE_DEVICES (the GPU presets): all 8 visible, use the id
+    assert gpu_index(8, [5]) == 5
+    assert gpu_index(8, ["3"]) == 3

@@ -78,7 +78,10 @@ def selftest_args(spec: JobSpec) -> list[str]:
         "--selftest-size-mb",
         str(st.size_mb),
         "--selftest-backend",
-        st.backend,
+        str(st.backend),
+        # nccl: one rank per GPU, as the workload's collectives run; gloo: one per node
+        "--ranks-per-node",
+        str((spec.ray.num_gpus or 1) if st.backend == "nccl" else 1),
         "--min-busbw-gbps",
         f"{st.min_busbw_gbps:g}",
         "--weight-sync-mb",

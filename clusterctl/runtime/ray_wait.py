@@ -213,6 +213,15 @@ def busbw_allreduce(nbytes: int, seconds: float, ranks: int) -> tuple[float, flo
     return algbw, algbw * 2 * (ranks - 1) / ranks
 
 
+def gpu_index(visible: int, assigned: list[Any]) -> int:
+    """The device index of the GPU Ray gave this actor: 0 when Ray narrowed the visibility
+    variable to it, else its id (the GPU presets set RAY_EXPERIMENTAL_NOSET_*_VISIBLE_DEVICES,
+    as verl needs, so every actor sees every GPU of its node)."""
+    if visible <= 1 or not assigned:
+        return 0
+    return int(assigned[0])
+
+
 def rollout_fit_problem(shape: tuple[int, int, str], per_node: dict[str, float]) -> str | None:
     """An engine of TP units that no node can hold: its placement group would wait forever
     (the cross-node vLLM init hang)."""
@@ -309,7 +318,13 @@ def probe_class(ray: Any) -> Any:
             )
             try:
                 # nccl (RCCL on ROCm) needs device memory; the actor holds one GPU then.
-                device = "cuda" if backend == "nccl" else "cpu"
+                device = "cpu"
+                if backend == "nccl":
+                    from ray import get_gpu_ids
+
+                    index = gpu_index(torch.cuda.device_count(), get_gpu_ids())
+                    torch.cuda.set_device(index)
+                    device = f"cuda:{index}"
                 if kind == "allreduce":
                     tensor = torch.ones(numel, dtype=torch.float32, device=device)
                     dist.all_reduce(tensor)  # warm-up, and the correctness check below
@@ -324,7 +339,7 @@ def probe_class(ray: Any) -> Any:
                     dist.all_reduce(tensor)
                 else:
                     dist.broadcast(tensor, src=0)
-                if device == "cuda":
+                if device != "cpu":
                     torch.cuda.synchronize()
                 seconds = time.perf_counter() - start
             finally:
@@ -338,9 +353,13 @@ class Probes:
     """One Probe per node of the job, created as each node joins (so torch's import overlaps
     the wait for the others)."""
 
-    def __init__(self, ray: Any, expected: list[str], backend: str) -> None:
+    def __init__(
+        self, ray: Any, expected: list[str], backend: str, ranks_per_node: int = 1
+    ) -> None:
         self.ray, self.expected, self.backend = ray, expected, backend
-        self.actors: dict[str, Any] = {}
+        self.ranks_per_node = ranks_per_node
+        self.actors: dict[str, Any] = {}  # a node's first rank: tasks, versions, pairs
+        self.ranks: dict[str, list[Any]] = {}  # every rank of a node: the collectives
         self.warming: dict[str, Any] = {}
         self._cls: Any = None
 
@@ -352,12 +371,17 @@ class Probes:
         for node in nodes:
             name = str(node.get("NodeName"))
             if name in self.expected and name not in self.actors:
-                self.actors[name] = self._cls.options(
-                    num_gpus=1 if self.backend == "nccl" else 0,
-                    scheduling_strategy=NodeAffinitySchedulingStrategy(
-                        node_id=node["NodeID"], soft=False
-                    ),
-                ).remote()
+                # nccl: one rank per GPU, each actor holding its GPU, as the workload's ranks do
+                self.ranks[name] = [
+                    self._cls.options(
+                        num_gpus=1 if self.backend == "nccl" else 0,
+                        scheduling_strategy=NodeAffinitySchedulingStrategy(
+                            node_id=node["NodeID"], soft=False
+                        ),
+                    ).remote()
+                    for _ in range(self.ranks_per_node)
+                ]
+                self.actors[name] = self.ranks[name][0]
                 self.warming[name] = self.actors[name].warm.remote()
 
 
@@ -428,29 +452,33 @@ def check_pairs(
 
 def run_collective(
     ray: Any,
-    probes: dict[str, Any],
-    ranks: list[str],
+    ranks: list[tuple[str, Any]],
     kind: str,
     master: str,
     numel: int,
     backend: str,
     deadline: float,
 ) -> tuple[dict[str, Any] | None, list[str]]:
-    """One collective over RANKS (the first is rank 0); its slowest rank's seconds."""
-    port = ray.get(probes[ranks[0]].free_port.remote())
+    """One collective over RANKS, (node, actor) pairs, the first being rank 0; its slowest
+    rank's seconds. Failures name the node."""
+    port = ray.get(ranks[0][1].free_port.remote())
     refs = {
-        name: probes[name].collective.remote(kind, rank, len(ranks), master, port, numel, backend)
-        for rank, name in enumerate(ranks)
+        str(rank): actor.collective.remote(kind, rank, len(ranks), master, port, numel, backend)
+        for rank, (_, actor) in enumerate(ranks)
     }
     late = _wait_all(ray, refs, deadline)
+
+    def nodes_of(rank_ids: list[str]) -> list[str]:
+        return sorted({ranks[int(r)][0] for r in rank_ids})
+
     if late:
-        return None, [f"node={n} did not finish the {kind}" for n in late]
-    outcomes = {name: ray.get(ref) for name, ref in refs.items()}
+        return None, [f"node={n} did not finish the {kind}" for n in nodes_of(late)]
+    outcomes = {r: ray.get(ref) for r, ref in refs.items()}
     if any("skipped" in o for o in outcomes.values()):
         return {"skipped": next(iter(outcomes.values())).get("skipped")}, []
-    bad = [name for name, o in outcomes.items() if not o["ok"]]
+    bad = [r for r, o in outcomes.items() if not o["ok"]]
     if bad:
-        return None, [f"node={n} got a wrong {kind} result" for n in bad]
+        return None, [f"node={n} got a wrong {kind} result" for n in nodes_of(bad)]
     return {"seconds": max(o["seconds"] for o in outcomes.values())}, []
 
 
@@ -468,7 +496,15 @@ def selftest(
     broadcast between two nodes. Returns the report; its "problems" fail the job."""
     expected, backend = probes.expected, probes.backend
     actors = {name: probes.actors[name] for name in expected if name in probes.actors}
-    report: dict[str, Any] = {"ok": True, "backend": backend}
+    timings: dict[str, float] = {}
+    report: dict[str, Any] = {"ok": True, "backend": backend, "seconds": timings}
+    clock = [time.monotonic()]
+
+    def lap(part: str) -> None:
+        now = time.monotonic()
+        timings[part] = round(now - clock[0], 3)
+        clock[0] = now
+
     missing = [n for n in expected if n not in actors]
     refs = {name: p.versions.remote() for name, p in actors.items()}
     silent = missing + _wait_all(ray, refs, deadline)
@@ -478,25 +514,30 @@ def selftest(
     versions = {name: ray.get(ref) for name, ref in refs.items()}
     report["versions"] = versions
     problems = version_problems(versions)
+    lap("tasks")
     if rollout is not None:
         report["placement"], found = check_placement(ray, rollout, deadline)
         problems += found
+        lap("placement")
     world = len(expected)
     if world >= 2:
         report["pairs_ms"], found = check_pairs(ray, actors, deadline)
         problems += found
+        lap("pairs")
     if problems or world < 2:
         return {**report, "ok": not problems, "problems": problems}
     ray.get(list(probes.warming.values()))  # torch imported everywhere (or found missing)
+    lap("torch-import")
     numel = size_mb * 1024 * 1024 // 4
-    outcome, problems = run_collective(
-        ray, actors, expected, "allreduce", head_ip, numel, backend, deadline
-    )
+    ranks = [(name, actor) for name in expected for actor in probes.ranks[name]]
+    report["ranks"] = len(ranks)
+    outcome, problems = run_collective(ray, ranks, "allreduce", head_ip, numel, backend, deadline)
+    lap("allreduce")
     if outcome is not None and "skipped" in outcome:
         report["allreduce"] = "skipped: " + str(outcome["skipped"])
         return {**report, "problems": problems, "ok": not problems}
     if outcome is not None:
-        algbw, busbw = busbw_allreduce(numel * 4, outcome["seconds"], world)
+        algbw, busbw = busbw_allreduce(numel * 4, outcome["seconds"], len(ranks))
         report.update(allreduce_seconds=outcome["seconds"], allreduce_algbw_gbps=algbw,
                       allreduce_busbw_gbps=busbw)  # fmt: skip
     if not problems and sync_mb:
@@ -505,8 +546,15 @@ def selftest(
         sync_numel = sync_mb * 1024 * 1024 // 4
         pair = [expected[0], expected[-1]]
         outcome, problems = run_collective(
-            ray, actors, pair, "broadcast", head_ip, sync_numel, backend, deadline
+            ray,
+            [(name, actors[name]) for name in pair],
+            "broadcast",
+            head_ip,
+            sync_numel,
+            backend,
+            deadline,
         )
+        lap("weight-sync")
         if outcome is not None and "seconds" in outcome:
             report["weight_sync"] = {
                 "from": pair[0],
@@ -519,7 +567,7 @@ def selftest(
 
 
 def summary_lines(report: dict[str, Any], size_mb: int) -> list[str]:
-    """The self-test as a few lines for the job log (the JSON goes to selftest.json)."""
+    """The self-test as a few lines for the job log (the JSON goes to cluster.json)."""
     lines = []
     versions = report.get("versions") or {}
     if versions:
@@ -541,18 +589,22 @@ def summary_lines(report: dict[str, Any], size_mb: int) -> list[str]:
         )
     if "allreduce_busbw_gbps" in report:
         lines.append(
-            f"selftest: {report['backend']} all-reduce {size_mb} MB: algbw "
+            f"selftest: {report['backend']} all-reduce {size_mb} MB over {report['ranks']} "
+            "ranks: algbw "
             f"{report['allreduce_algbw_gbps']:.3f} GB/s, "
             f"busbw {report['allreduce_busbw_gbps']:.3f} GB/s"
         )
     elif "allreduce" in report:
         lines.append(f"selftest: all-reduce {report['allreduce']}")
     sync = report.get("weight_sync")
+    parts = ", ".join(f"{k} {v:.1f}s" for k, v in (report.get("seconds") or {}).items())
     if sync:
         lines.append(
             f"selftest: weight-sync rehearsal: {report['backend']} broadcast {sync['mb']} MB "
             f"{sync['from']} -> {sync['to']} in {sync['seconds']:.3f}s ({sync['gbps']:.3f} GB/s)"
         )
+    if parts:
+        lines.append(f"selftest: took {parts}")
     return lines
 
 
@@ -575,6 +627,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--selftest-deadline", type=float, default=120)
     parser.add_argument("--selftest-size-mb", type=int, default=16)
     parser.add_argument("--selftest-backend", default="gloo")
+    parser.add_argument("--ranks-per-node", type=int, default=1)
     parser.add_argument("--min-busbw-gbps", type=float, default=0.0)
     parser.add_argument(
         "--rollout",
@@ -598,7 +651,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_HEAD
     if args.watch:
         return watch(ray, expected, args.node_timeout, args.watch)
-    probes = Probes(ray, expected, args.selftest_backend) if args.selftest else None
+    probes = (
+        Probes(ray, expected, args.selftest_backend, args.ranks_per_node) if args.selftest else None
+    )
     joined = wait_for_join(
         ray,
         expected,

@@ -366,7 +366,11 @@ class SelftestSpec(Section):
 
     enabled: bool = True
     deadline: int = Field(120, ge=5, le=3600, description="seconds for the whole self-test")
-    backend: Literal["gloo", "nccl"] = Field("gloo", description="collective backend tested")
+    backend: Literal["gloo", "nccl"] | None = Field(
+        None,
+        description="collective backend tested: nccl (RCCL on ROCm) with one rank per GPU on "
+        "GPU presets, gloo with one rank per node otherwise (the default picks by preset)",
+    )
     size_mb: int = Field(16, ge=1, le=16384, description="all-reduce message size")
     min_busbw_gbps: float = Field(
         0.0,
@@ -481,6 +485,8 @@ class JobSpec(Section):
             self.ray.num_cpus = self.slurm.cpus_per_task
         if self.network.fabric is None:
             self.network.fabric = preset.default_fabric
+        if self.selftest.backend is None:
+            self.selftest.backend = "nccl" if self.ray.num_gpus else "gloo"
         c = self.container
         if c.shm_size is None:
             c.shm_size = preset.shm_size

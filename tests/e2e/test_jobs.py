@@ -134,7 +134,7 @@ def test_three_node_job_completes_and_workload_sees_three_nodes(tmp_path: Path) 
     assert "workload sees 3 ray nodes: ['node1', 'node2', 'node3']" in job.log
     assert "selftest: 3 nodes ran tasks; versions identical: python 3." in job.log
     assert "selftest: 6 node pairs reachable, TCP round trip" in job.log
-    assert "selftest: gloo all-reduce 16 MB: algbw" in job.log
+    assert "selftest: gloo all-reduce 16 MB over 3 ranks: algbw" in job.log
     assert "selftest: weight-sync rehearsal: gloo broadcast 16 MB node1 -> node3 in" in job.log
     report = json.loads((job.log_dir / "cluster.json").read_text())["selftest"]
     assert report["ok"] and set(report["versions"]) == {"node1", "node2", "node3"}

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from clusterctl.devcluster import cluster
 from clusterctl.devcluster.sshd import LoopbackSshd, start_loopback_sshd
+from clusterctl.verify.transport import job_nodes
 from tests.conftest import ROOT, run_cli
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("dev_cluster")]
@@ -171,3 +174,56 @@ def test_verify_over_ssh_refuses_an_unknown_host_key(sshd: LoopbackSshd) -> None
     assert ("stranger", "reachable") not in found and found[("stranger", "docker")][
         "status"
     ] == "ok"
+
+
+def test_verify_reaches_the_nodes_of_a_running_job_over_ssh(tmp_path: Path) -> None:
+    # a running 2-node job; its node names are SSH aliases of the loopback sshd
+    server = start_loopback_sshd(tmp_path / "sshd", [f"node{i}" for i in range(1, 5)])
+    submitted = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            "--nodes=2",
+            "--time=5",
+            "--job-name=verify-job-test",
+            f"--output={tmp_path / 'job.out'}",
+            "--wrap=sleep 120",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    job_id = submitted.stdout.strip().split(";")[0]
+    try:
+        deadline = time.monotonic() + 60
+        while (
+            "JobState=RUNNING"
+            not in subprocess.run(
+                ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True
+            ).stdout
+        ):
+            assert time.monotonic() < deadline, "the job did not start"
+            time.sleep(0.5)
+        proc = run_cli(
+            "verify",
+            str(CPU_EXAMPLE),
+            "--job",
+            job_id,
+            "--ssh-config",
+            str(server.ssh_config),
+            "--json",
+            env={"HOME": str(server.directory)},
+            timeout=180,
+        )
+        report = json.loads(proc.stdout)
+        nodes = job_nodes(job_id)
+        assert len(nodes) == 2 and report["nodes"] == nodes, proc.stderr
+        assert {r["check"] for r in report["results"] if r["node"] == nodes[1]} >= {
+            "docker",
+            "image",
+            "leftovers",
+            "disk",
+        }
+    finally:
+        subprocess.run(["scancel", job_id], check=False)
+        server.stop()
