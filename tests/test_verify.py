@@ -447,3 +447,12 @@ def test_gather_script_runs_here_and_parses(tmp_path: Path) -> None:
     assert node.sections["shm"].text.splitlines()[-1].endswith("/dev/shm")
     cpu = Expect(vendor="none", gpus_per_node=0, image=spec.container.image, fabric="ethernet")
     assert {r.check for r in judge_all([node], cpu)} >= {"gpus", "shm", "disk", "docker"}
+
+
+def test_a_port_slower_than_on_the_other_nodes_fails() -> None:
+    slow = ib_lines(2).replace("400 Gb/sec (4X NDR)", "200 Gb/sec (4X HDR)", 1)
+    nodes = [gather_text("gpu-1", sections("amd")), gather_text("gpu-3", sections("amd", 3))]
+    nodes.append(gather_text("gpu-2", sections("amd", 2, ib=(0, slow))))
+    results = judge_all(facts_of(*nodes), AMD)
+    [rate] = by_check(results, "gpu-2", "ib-rate")
+    assert rate.status == FAIL and rate.reason == "slowest port 200 Gb/s, other nodes 400 Gb/s"

@@ -33,9 +33,13 @@ class LoopbackSshd:
 
 
 def start_loopback_sshd(
-    directory: Path, aliases: list[str], unknown: tuple[str, ...] = ()
+    directory: Path,
+    aliases: list[str],
+    unknown: tuple[str, ...] = (),
+    jumped: tuple[str, ...] = (),
 ) -> LoopbackSshd:
-    """Start sshd on a free loopback port; ALIASES know its host key, UNKNOWN ones do not."""
+    """Start sshd on a free loopback port; ALIASES know its host key, UNKNOWN ones do not,
+    JUMPED ones reach it through the first alias (ProxyJump)."""
     sshd = shutil.which("sshd") or "/usr/sbin/sshd"
     if not Path(sshd).exists():
         raise UsageError("sshd is missing: `clusterctl dev-cluster up` installs openssh-server")
@@ -72,14 +76,16 @@ def start_loopback_sshd(
     (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {kind} {key}\n")
     (d / "empty_known_hosts").write_text("")
 
-    def entry(alias: str, known: str) -> str:
+    def entry(alias: str, known: str, jump: str = "") -> str:
         return (
             f"Host {alias}\n  HostName 127.0.0.1\n  Port {port}\n  User root\n"
             f"  IdentityFile {d / 'user_key'}\n  UserKnownHostsFile {d / known}\n"
+            + (f"  ProxyJump {jump}\n" if jump else "")
         )
 
     (d / "ssh_config").write_text(
         "".join(entry(a, "known_hosts") for a in aliases)
         + "".join(entry(a, "empty_known_hosts") for a in unknown)
+        + "".join(entry(a, "known_hosts", aliases[0]) for a in jumped)
     )
     return LoopbackSshd(d, port, process)

@@ -693,6 +693,15 @@ def judge_across(nodes: list[NodeFacts], expect: Expect) -> list[Result]:
             f"GID index {expect.gid_index} holds",
             "the same GID index must hold the same kind of GID on every node",
         )
+    if expect.fabric in ("ib", "roce"):
+        # every port at the rate the others run at: a port that trained down (HDR on an NDR
+        # fabric, a bad cable) makes the whole ring run at its speed
+        slowest = {}
+        for f in nodes:
+            rates = [p.rate_gbps for p in ib_ports(f) if not expect.hcas or p.device in expect.hcas]
+            if rates:
+                slowest[f.node] = f"{min(rates):g} Gb/s"
+        same("ib-rate", slowest, "slowest port", "reseat the cable or replace the HCA; or drain")
     addresses: dict[str, list[str]] = {}
     for f in nodes:
         addr = _text(f.section("address"))

@@ -252,10 +252,18 @@ def test_a_spare_node_replaces_one_whose_docker_engine_is_dead(tmp_path: Path) -
     # out, says why, and trains on node1, node3 and node4
     cluster.route_node("node2", "unix:///run/clusterctl-dev/no-such-engine.sock")
     try:
-        job, rc, _ = sbatch(tmp_path, render(tmp_path, "slurm.spare_nodes=1"))
+        job, rc, _ = sbatch(
+            tmp_path, render(tmp_path, "slurm.spare_nodes=1", "slurm.drain_bad_nodes=true")
+        )
+        state = subprocess.run(
+            ["scontrol", "show", "node", "-o", "node2"], capture_output=True, text=True
+        ).stdout
     finally:
         cluster.route_node("node2", None)
+        subprocess.run(["scontrol", "update", "NodeName=node2", "State=RESUME"], check=False)
     assert rc == 0, job.log
+    # drained with clusterctl's reason prefix (the dev cluster's root is a SLURM operator)
+    assert "DRAIN" in state and "Reason=clusterctl: docker daemon not reachable" in state
     assert re.search(r"left out node2: docker daemon not reachable: .*no-such-engine", job.log)
     assert "FAIL" not in job.log  # a node left out is not a failure of the job
     assert "running on node1 node3 node4 (slurm.spare_nodes: 1)" in job.log

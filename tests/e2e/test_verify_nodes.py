@@ -124,7 +124,10 @@ def node_state(node: str) -> str:
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackSshd]:
     server = start_loopback_sshd(
-        tmp_path_factory.mktemp("sshd"), ["gpu-1", "gpu-2", "gpu-3"], unknown=("stranger",)
+        tmp_path_factory.mktemp("sshd"),
+        ["gpu-1", "gpu-2", "gpu-3"],
+        unknown=("stranger",),
+        jumped=("behind-login",),
     )
     try:
         yield server
@@ -227,3 +230,17 @@ def test_verify_reaches_the_nodes_of_a_running_job_over_ssh(tmp_path: Path) -> N
     finally:
         subprocess.run(["scancel", job_id], check=False)
         server.stop()
+
+
+def test_verify_over_ssh_through_a_proxyjump(sshd: LoopbackSshd) -> None:
+    # behind-login is reached through gpu-1 (ProxyJump in the ssh config): two logins on the
+    # sshd for one host, the jump's and the target's through the forwarded channel
+    def logins() -> int:
+        return (sshd.directory / "log").read_text().count("Accepted publickey")
+
+    before = logins()
+    proc = verify_ssh(sshd, "behind-login")
+    found = {(r["node"], r["check"]): r for r in json.loads(proc.stdout)["results"]}
+    assert ("behind-login", "reachable") not in found, proc.stdout
+    assert found[("behind-login", "docker")]["status"] == "ok"
+    assert logins() - before == 2
