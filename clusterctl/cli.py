@@ -278,6 +278,7 @@ def _register_optional_commands() -> None:
     """Commands that live in their own modules."""
     from clusterctl.devcluster.cli import dev_cluster
     from clusterctl.doctor.cli import doctor
+    from clusterctl.jobs.cli import cancel, down, list_jobs, logs, status
     from clusterctl.lint.cli import rules
     from clusterctl.verify.cli import verify
 
@@ -285,6 +286,8 @@ def _register_optional_commands() -> None:
     main.add_command(verify)
     main.add_command(doctor)
     main.add_command(dev_cluster)
+    for command in (status, logs, cancel, down, list_jobs):
+        main.add_command(command)
 
 
 _register_optional_commands()

@@ -520,18 +520,22 @@ def selftest(
         problems += found
         lap("placement")
     world = len(expected)
+    unreachable: list[str] = []
     if world >= 2:
-        report["pairs_ms"], found = check_pairs(ray, actors, deadline)
-        problems += found
+        report["pairs_ms"], unreachable = check_pairs(ray, actors, deadline)
         lap("pairs")
-    if problems or world < 2:
+    # versions and placement problems are reported with the collectives' findings; nodes
+    # that cannot reach each other would only make the collectives wait for the deadline
+    if unreachable or world < 2:
+        problems += unreachable
         return {**report, "ok": not problems, "problems": problems}
     ray.get(list(probes.warming.values()))  # torch imported everywhere (or found missing)
     lap("torch-import")
     numel = size_mb * 1024 * 1024 // 4
     ranks = [(name, actor) for name in expected for actor in probes.ranks[name]]
     report["ranks"] = len(ranks)
-    outcome, problems = run_collective(ray, ranks, "allreduce", head_ip, numel, backend, deadline)
+    outcome, found = run_collective(ray, ranks, "allreduce", head_ip, numel, backend, deadline)
+    problems += found
     lap("allreduce")
     if outcome is not None and "skipped" in outcome:
         report["allreduce"] = "skipped: " + str(outcome["skipped"])
@@ -540,12 +544,12 @@ def selftest(
         algbw, busbw = busbw_allreduce(numel * 4, outcome["seconds"], len(ranks))
         report.update(allreduce_seconds=outcome["seconds"], allreduce_algbw_gbps=algbw,
                       allreduce_busbw_gbps=busbw)  # fmt: skip
-    if not problems and sync_mb:
+    if not found and sync_mb:
         # the trainer's rank 0 on the head, a rollout rank on another node: the weight-sync
         # path in a fresh process group, timed, so a hang shows here, named
         sync_numel = sync_mb * 1024 * 1024 // 4
         pair = [expected[0], expected[-1]]
-        outcome, problems = run_collective(
+        outcome, found = run_collective(
             ray,
             [(name, actors[name]) for name in pair],
             "broadcast",
@@ -554,6 +558,7 @@ def selftest(
             backend,
             deadline,
         )
+        problems += found
         lap("weight-sync")
         if outcome is not None and "seconds" in outcome:
             report["weight_sync"] = {
@@ -685,11 +690,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         summary["selftest"] = report
         busbw = report.get("allreduce_busbw_gbps")
-        if report["ok"] and busbw is not None and busbw < args.min_busbw_gbps:
+        if busbw is not None and busbw < args.min_busbw_gbps:
             report["ok"] = False
             report["problems"] = [
+                *report.get("problems", []),
                 f"all-reduce bus bandwidth {busbw:.3f} GB/s is below "
-                f"selftest.min_busbw_gbps {args.min_busbw_gbps:g}"
+                f"selftest.min_busbw_gbps {args.min_busbw_gbps:g}",
             ]
         for problem in report.get("problems", []):
             fail(problem, "selftest")

@@ -1,0 +1,285 @@
+"""After submit: ``clusterctl status | logs | cancel | down | ls`` for the jobs clusterctl ran."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+
+from clusterctl.console import user_errors
+from clusterctl.errors import UsageError
+from clusterctl.jobs.records import (
+    PHASE_LOGS,
+    RunRecord,
+    check_job_id,
+    read_timeline,
+    run_directories,
+    summarize,
+)
+from clusterctl.jobs.slurm import has_ended, job_state, queued, scancel
+
+CANCEL_DEADLINE = 120  # seconds for a cancelled job to leave RUNNING (its cleanup included)
+
+logs_root_option = click.option(
+    "--logs-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("clusterctl-logs"),
+    show_default=True,
+    help="Where job log directories live (logs.dir of the spec).",
+)
+
+
+def latest_run(job_id: str, root: Path) -> RunRecord | None:
+    dirs = run_directories(job_id, root)
+    return summarize(dirs[-1], read_timeline(dirs[-1])) if dirs else None
+
+
+@click.command()
+@click.argument("job_id")
+@logs_root_option
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+def status(job_id: str, logs_root: Path, as_json: bool) -> None:
+    """A job's state (SLURM), its phases with durations, and for a failed job the failed node,
+    the cause and doctor's top explanation. Exit status: 0 running or succeeded, 1 failed."""
+    with user_errors():
+        check_job_id(job_id)
+        state = job_state(job_id)
+        record = latest_run(job_id, logs_root)
+        if state is None and record is None:
+            raise UsageError(f"SLURM does not know job {job_id} and {logs_root} has no log of it")
+    explanation = _doctor_top(job_id, logs_root) if record and record.status else None
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "slurm": asdict(state) if state else None,
+                    "run": asdict(record) | {"directory": str(record.directory)}
+                    if record
+                    else None,
+                    "explanation": explanation,
+                },
+                indent=2,
+            )
+        )
+    else:
+        _print_status(job_id, state, record, explanation)
+    failed = (record is not None and bool(record.status)) or (
+        state is not None and state.state in ("FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
+    )
+    sys.exit(1 if failed else 0)
+
+
+def _print_status(
+    job_id: str, state: object, record: RunRecord | None, explanation: dict[str, str] | None
+) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from clusterctl.jobs.slurm import JobState
+
+    console = Console(width=120)
+    if isinstance(state, JobState):
+        where = f" on {state.nodes}" if state.nodes else ""
+        console.print(
+            f"job {job_id} ({state.name}): [bold]{state.state}[/]{where}, {state.elapsed}"
+        )
+    else:
+        console.print(f"job {job_id}: SLURM no longer knows it; from its logs:")
+    if record is None:
+        console.print("no log directory yet (the job has not started)")
+        return
+    table = Table("phase", "started", "took", title=str(record.directory))
+    for row in record.rows:
+        took = "running" if row.seconds is None else f"{row.seconds:.1f}s"
+        table.add_row(row.phase, f"+{row.started:.1f}s", took)
+    console.print(table)
+    if record.status is None:
+        return
+    if record.status == 0:
+        console.print("[green]succeeded[/]")
+        return
+    console.print(
+        f"[bold red]failed[/] (status {record.status}): node {record.failed_node}: {record.cause}"
+    )
+    for later in record.consequences:
+        console.print(f"  then: {later}")
+    if explanation:
+        console.print(f"doctor: {explanation['meaning']}; fix: {explanation['fix']}")
+
+
+def _doctor_top(job_id: str, root: Path) -> dict[str, str] | None:
+    """doctor's first explanation for the job's logs."""
+    from clusterctl.doctor.scan import job_log_files, scan_files
+
+    try:
+        hits = scan_files(job_log_files(job_id, root), [])
+    except UsageError:
+        return None
+    if not hits:
+        return None
+    d = hits[0].as_dict()
+    return {"id": str(d["id"]), "meaning": str(d["meaning"]), "fix": str(d["fix"])}
+
+
+@click.command()
+@click.argument("job_id")
+@logs_root_option
+@click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends.")
+@click.option("--node", help="That node's container log (copied when the job failed).")
+@click.option(
+    "--phase",
+    type=click.Choice(sorted(PHASE_LOGS)),
+    help="The log that phase writes (default: batch, the job's whole log).",
+)
+def logs(job_id: str, logs_root: Path, follow: bool, node: str | None, phase: str | None) -> None:
+    """Print a job's log: the batch log, one phase's log, or one node's container log."""
+    with user_errors():
+        dirs = run_directories(job_id, logs_root)
+        if not dirs:
+            raise UsageError(f"no log directory for job {job_id} under {logs_root}")
+        if node and phase:
+            raise UsageError("give --node or --phase, not both")
+        if node:
+            path = dirs[-1] / "nodes" / node / "container.log"
+            if not path.is_file():
+                raise UsageError(
+                    f"no container log of {node} in {dirs[-1]} (nodes' logs are copied when "
+                    "the job fails, or always with logs.copy_node_logs: always)"
+                )
+        else:
+            path = dirs[-1] / PHASE_LOGS[phase or "batch"]
+            if not path.exists() and not follow:
+                raise UsageError(f"{path} does not exist (the job has not reached that phase)")
+    _print_file(path, job_id, follow)
+
+
+def _print_file(path: Path, job_id: str, follow: bool) -> None:
+    # While the job runs, batch.log links to SLURM's output file, and at its end it is
+    # replaced by the run's own lines: follow the file SLURM writes, which stays.
+    if path.is_symlink():
+        path = path.resolve()
+    offset = 0
+    ended_at: float | None = None
+    while True:
+        if path.exists():
+            with path.open("rb") as handle:
+                handle.seek(offset)
+                data = handle.read()
+            if data:
+                sys.stdout.write(data.decode(errors="replace"))
+                sys.stdout.flush()
+                offset += len(data)
+        if not follow:
+            return
+        if ended_at is None and has_ended(job_state(job_id)):
+            ended_at = time.monotonic()  # read what the cleanup still writes, then stop
+        if ended_at is not None and time.monotonic() - ended_at > 2:
+            return
+        time.sleep(0.5)
+
+
+@click.command()
+@click.argument("job_id")
+@logs_root_option
+def cancel(job_id: str, logs_root: Path) -> None:
+    """scancel the job and wait until SLURM ended it (its cleanup removes every container)."""
+    with user_errors():
+        check_job_id(job_id)
+        scancel(job_id)
+        deadline = time.monotonic() + CANCEL_DEADLINE
+        # squeue lists the job until its cleanup ended (CG: completing)
+        while queued(job_id):
+            if time.monotonic() > deadline:
+                raise UsageError(f"job {job_id} is still in the queue after {CANCEL_DEADLINE}s")
+            time.sleep(0.5)
+        state = job_state(job_id)
+    click.echo(f"job {job_id} {state.state if state else 'ended'}")
+    dirs = run_directories(job_id, logs_root)
+    if dirs:
+        click.echo(f"logs: {dirs[-1]}  (clusterctl status {job_id}, clusterctl down {job_id})")
+
+
+@click.command()
+@click.argument("job_id")
+@logs_root_option
+@click.option("--nodes", "nodelist", help="The job's nodes (default: from SLURM or its logs).")
+def down(job_id: str, logs_root: Path, nodelist: str | None) -> None:
+    """Remove every container of a job on its nodes (by the clusterctl.job label), for a job
+    that died without its own cleanup. Runs one srun step over those nodes."""
+    with user_errors():
+        check_job_id(job_id)
+        state = job_state(job_id)
+        if state is not None and not has_ended(state):
+            raise UsageError(
+                f"job {job_id} is {state.state}: cancel it (clusterctl cancel {job_id})"
+            )
+        nodes = nodelist or _nodes_from_logs(job_id, logs_root)
+        if not nodes:
+            raise UsageError(f"the nodes of job {job_id} are unknown: give --nodes")
+        count = len(
+            subprocess.run(
+                ["scontrol", "show", "hostnames", nodes], capture_output=True, text=True, check=True
+            ).stdout.split()
+        )
+        # this node's containers of the job (nodes may share an engine), as job.sbatch
+        # labels them
+        sweep = (
+            'ids=$(docker ps -aq --filter "label=clusterctl.job=$1" '
+            '--filter "label=clusterctl.node=$SLURMD_NODENAME"); '
+            'if [ -n "$ids" ]; then docker rm -f $ids > /dev/null; '
+            'echo "$SLURMD_NODENAME: removed $(echo $ids | wc -w) container(s)"; '
+            'else echo "$SLURMD_NODENAME: nothing left"; fi'
+        )
+        cmd = ["srun", f"--nodelist={nodes}", f"--nodes={count}", f"--ntasks={count}",
+               "--ntasks-per-node=1", "--time=5", f"--job-name=clusterctl-down-{job_id}",
+               "bash", "-c", sweep, "_", job_id]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+        if proc.returncode != 0:
+            raise UsageError(f"{shlex.join(cmd[:6])} ...: {proc.stderr.strip() or 'failed'}")
+    click.echo(proc.stdout.rstrip())
+
+
+def _nodes_from_logs(job_id: str, root: Path) -> str:
+    """The node list the job wrote into its log directory (node-names.txt)."""
+    names: list[str] = []
+    for directory in run_directories(job_id, root):
+        path = directory / "node-names.txt"
+        if path.is_file():
+            names += [n for n in path.read_text().split() if n not in names]
+    return ",".join(names)
+
+
+@click.command(name="ls")
+@logs_root_option
+def list_jobs(logs_root: Path) -> None:
+    """The clusterctl jobs that have a log directory here, newest first, with their outcome."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("job", "name", "run", "outcome", "failed node: cause")
+    dirs = sorted(
+        (d for d in logs_root.glob("*-*") if d.is_dir()),
+        key=lambda d: d.stat().st_mtime,
+        reverse=True,
+    )
+    for directory in dirs:
+        stem = directory.name
+        run = "0"
+        if "-run" in stem:
+            stem, run = stem.rsplit("-run", 1)
+        name, _, job_id = stem.rpartition("-")
+        record = summarize(directory, read_timeline(directory))
+        if record.status is None:
+            state = job_state(job_id)
+            outcome = state.state if state else "ended without a timeline end"
+        else:
+            outcome = "succeeded" if record.status == 0 else f"failed ({record.status})"
+        cause = f"{record.failed_node}: {record.cause}" if record.cause else ""
+        table.add_row(job_id, name, run, outcome, cause[:80])
+    Console(width=140).print(table)

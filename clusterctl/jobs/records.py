@@ -1,0 +1,98 @@
+"""A job's record on disk: its log directories and the phase timeline job.sbatch writes."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clusterctl.errors import UsageError
+
+JOB_ID = re.compile(r"^[0-9]+(_[0-9]+)?$")
+# the log file each phase writes (job.sbatch's cc_spawn), for `logs --phase`
+PHASE_LOGS = {
+    "preflight": "preflight.log",
+    "containers": "nodes.log",
+    "ray-head": "cluster.log",
+    "selftest": "cluster.log",
+    "watch": "watch.log",
+    "workload": "workload.log",
+    "batch": "batch.log",
+}
+
+
+@dataclass(frozen=True)
+class PhaseRow:
+    phase: str
+    started: float  # seconds after the run began
+    seconds: float | None  # None: the phase of a live run that has not ended
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    directory: Path
+    rows: list[PhaseRow]
+    status: int | None = None  # None: the run has not ended
+    failed_node: str = ""
+    cause: str = ""
+    consequences: list[str] = field(default_factory=list)
+
+
+def check_job_id(job_id: str) -> str:
+    if not JOB_ID.match(job_id):
+        raise UsageError(f"{job_id!r}: a SLURM job id is a number (or ARRAYID_TASK)")
+    return job_id
+
+
+def run_directories(job_id: str, root: Path) -> list[Path]:
+    """The log directories of every run of JOB_ID under ROOT, first run first."""
+    check_job_id(job_id)
+    found = [*root.glob(f"*-{job_id}"), *root.glob(f"*-{job_id}-run*")]
+
+    def run_of(path: Path) -> int:
+        match = re.search(r"-run([0-9]+)$", path.name)
+        return int(match.group(1)) if match else 0
+
+    return sorted((p for p in found if p.is_dir()), key=run_of)
+
+
+def read_timeline(directory: Path) -> list[dict[str, Any]]:
+    """The run's timeline: timeline.json once it ended, else the lines written so far."""
+    done = directory / "timeline.json"
+    if done.is_file():
+        return list(json.loads(done.read_text()))
+    partial = directory / "timeline.jsonl"
+    if not partial.is_file():
+        return []
+    return [json.loads(line) for line in partial.read_text().splitlines() if line.strip()]
+
+
+def summarize(directory: Path, timeline: list[dict[str, Any]]) -> RunRecord:
+    """Phase rows with durations, and the run's outcome, from its timeline entries."""
+    entries = [e for e in timeline if isinstance(e.get("t"), (int, float))]
+    if not entries:
+        return RunRecord(directory, [])
+    start = float(entries[0]["t"])
+    end = next((e for e in entries if e.get("phase") == "end"), None)
+    phases = [e for e in entries if e.get("phase") != "end"]
+    marks = [float(e["t"]) for e in phases] + ([float(end["t"])] if end else [])
+    rows = [
+        PhaseRow(
+            str(e["phase"]),
+            marks[i] - start,
+            marks[i + 1] - marks[i] if i + 1 < len(marks) else None,
+        )
+        for i, e in enumerate(phases)
+    ]
+    if end is None:
+        return RunRecord(directory, rows)
+    return RunRecord(
+        directory,
+        rows,
+        status=int(end.get("status", 0)),
+        failed_node=str(end.get("failed_node", "")),
+        cause=str(end.get("cause", "")),
+        consequences=[str(c) for c in end.get("consequences") or []],
+    )

@@ -1,0 +1,85 @@
+"""After submit: the job record and SLURM's view, on captured output; the commands on the real
+dev cluster are in tests/e2e/test_lifecycle.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from clusterctl.errors import UsageError
+from clusterctl.jobs.records import read_timeline, run_directories, summarize
+from clusterctl.jobs.slurm import has_ended, parse_scontrol_job
+
+CLEAN_JOB = Path(__file__).parent / "fixtures" / "doctor" / "clean-job"
+
+# `scontrol show job -o 161` on the dev cluster (SLURM 22.05), trimmed of unrelated fields
+SCONTROL_RUNNING = (
+    "JobId=161 JobName=cpu-smoke UserId=root(0) GroupId=root(0) Priority=4294901600 "
+    "JobState=RUNNING Reason=None Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 "
+    "ExitCode=0:0 RunTime=00:00:12 TimeLimit=00:15:00 NodeList=node[1-3] "
+    "BatchHost=node1 NumNodes=3 NumCPUs=3 StdOut=/tmp/w/clusterctl-cpu-smoke-161.out"
+)
+
+
+def test_a_finished_run_has_phase_durations_and_its_outcome() -> None:
+    record = summarize(CLEAN_JOB, read_timeline(CLEAN_JOB))
+    assert [r.phase for r in record.rows][:3] == ["setup", "preflight", "containers"]
+    ray_head = next(r for r in record.rows if r.phase == "ray-head")
+    assert ray_head.seconds == pytest.approx(19.795, abs=0.001)  # until cluster-ready
+    assert record.rows[-1].phase == "cleanup" and record.rows[-1].seconds is not None
+    assert record.status == 0 and record.cause == ""
+
+
+def test_a_live_run_has_an_open_last_phase(tmp_path: Path) -> None:
+    lines = [{"phase": "setup", "t": 100.0}, {"phase": "preflight", "t": 101.5}]
+    (tmp_path / "timeline.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
+    record = summarize(tmp_path, read_timeline(tmp_path))
+    assert [(r.phase, r.started, r.seconds) for r in record.rows] == [
+        ("setup", 0.0, 1.5),
+        ("preflight", 1.5, None),
+    ]
+    assert record.status is None
+
+
+def test_a_failed_run_names_node_cause_and_consequences(tmp_path: Path) -> None:
+    timeline = [
+        {"phase": "setup", "t": 10.0},
+        {"phase": "workload", "t": 20.0},
+        {"phase": "end", "t": 25.0, "run": 0, "status": 1, "failed_node": "node2",
+         "cause": "node2 lost", "consequences": ["node=node1 phase=workload: exited 1"]},
+    ]  # fmt: skip
+    (tmp_path / "timeline.json").write_text(json.dumps(timeline))
+    record = summarize(tmp_path, read_timeline(tmp_path))
+    assert (record.status, record.failed_node, record.cause) == (1, "node2", "node2 lost")
+    assert record.consequences == ["node=node1 phase=workload: exited 1"]
+    assert record.rows[-1].seconds == 5.0
+
+
+def test_runs_of_a_requeued_job_are_in_order(tmp_path: Path) -> None:
+    for name in ("smoke-7-run2", "smoke-7", "smoke-7-run1", "smoke-70", "other-17"):
+        (tmp_path / name).mkdir()
+    assert [p.name for p in run_directories("7", tmp_path)] == [
+        "smoke-7",
+        "smoke-7-run1",
+        "smoke-7-run2",
+    ]
+    with pytest.raises(UsageError):
+        run_directories("7; rm -rf /", tmp_path)
+
+
+def test_scontrol_output_is_read_as_slurm_prints_it() -> None:
+    state = parse_scontrol_job(SCONTROL_RUNNING)
+    assert state is not None
+    assert (state.job_id, state.name, state.state, state.nodes) == (
+        "161",
+        "cpu-smoke",
+        "RUNNING",
+        "node[1-3]",
+    )
+    assert not has_ended(state)
+    ended = parse_scontrol_job(SCONTROL_RUNNING.replace("RUNNING", "CANCELLED"))
+    assert has_ended(ended)
+    assert parse_scontrol_job("slurm_load_jobs error: Invalid job id specified") is None
+    assert has_ended(None)
