@@ -38,6 +38,16 @@ def run_cli(
     )
 
 
+def assert_shell_clean(script: Path) -> None:
+    """bash parses the script and shellcheck (style level) finds nothing in it."""
+    syntax = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert syntax.returncode == 0, syntax.stderr
+    check = subprocess.run(
+        ["shellcheck", "--severity=style", str(script)], capture_output=True, text=True
+    )
+    assert check.returncode == 0, check.stdout
+
+
 @pytest.fixture(scope="session")
 def dev_cluster() -> None:
     """The real local cluster must be up (`clusterctl dev-cluster up --nodes 4`)."""

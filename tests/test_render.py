@@ -16,7 +16,7 @@ from clusterctl.render import render_bundle, write_bundle
 from clusterctl.render.bundle import MANIFEST, SCRIPT
 from clusterctl.render.plan import build_plan, hydra_value
 from clusterctl.spec import load_spec, load_spec_text
-from tests.conftest import EXAMPLES, ROOT
+from tests.conftest import EXAMPLES, ROOT, assert_shell_clean
 
 GOLDEN = ROOT / "tests" / "golden"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
@@ -45,12 +45,7 @@ def test_example_bundle_matches_golden(example: Path) -> None:
 def test_rendered_script_is_valid_bash_and_shellcheck_clean(example: Path, tmp_path: Path) -> None:
     script = tmp_path / "job.sbatch"
     script.write_text(render_bundle(load_spec(example).spec).script)
-    syntax = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
-    assert syntax.returncode == 0, syntax.stderr
-    check = subprocess.run(
-        ["shellcheck", "--severity=style", str(script)], capture_output=True, text=True
-    )
-    assert check.returncode == 0, check.stdout
+    assert_shell_clean(script)
 
 
 def test_rendering_is_deterministic(tmp_path: Path) -> None:

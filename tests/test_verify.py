@@ -24,7 +24,7 @@ from clusterctl.verify.judges import (
     judge_all,
     parse_gather,
 )
-from tests.conftest import EXAMPLES, ROOT
+from tests.conftest import EXAMPLES, ROOT, assert_shell_clean
 
 FIXTURES = Path(__file__).parent / "fixtures" / "verify"
 GIB = 1 << 30
@@ -406,12 +406,7 @@ def test_drain_lines_name_first_failure_with_our_prefix() -> None:
 def test_gather_script_is_valid_bash_and_shellcheck_clean(example: Path, tmp_path: Path) -> None:
     script = tmp_path / "verify.sh"
     script.write_text(render_gather_script(load_spec(example).spec))
-    syntax = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
-    assert syntax.returncode == 0, syntax.stderr
-    check = subprocess.run(
-        ["shellcheck", "--severity=style", str(script)], capture_output=True, text=True
-    )
-    assert check.returncode == 0, check.stdout
+    assert_shell_clean(script)
 
 
 def test_gather_script_runs_here_and_parses(tmp_path: Path) -> None:
