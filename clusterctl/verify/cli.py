@@ -123,7 +123,7 @@ def judge_gathered(
 ) -> tuple[list[Result], list[NodeFacts]]:
     """Parse every node's output and judge it; nodes that gave nothing are failures."""
     facts: list[NodeFacts] = []
-    missing = []
+    unreachable: dict[str, str] = {}
     for g in gathered:
         parsed = parse_gather(g.output)
         for f in parsed:
@@ -131,12 +131,8 @@ def judge_gathered(
             f.node = g.node or f.node
         facts += parsed
         if not parsed:
-            missing.append((g.node or g.target, g.error or "no output"))
-    results = [
-        Result(t, "reachable", FAIL, why, "check that the node is up and reachable")
-        for t, why in missing
-    ]
-    return results + judge_all(facts, expect), facts
+            unreachable[g.node or g.target] = g.error or "no output"
+    return judge_all(facts, expect, unreachable), facts
 
 
 def drain_commands(results: list[Result]) -> list[list[str]]:

@@ -748,19 +748,13 @@ def judge_across(nodes: list[NodeFacts], expect: Expect) -> list[Result]:
 
 
 def judge_all(
-    nodes: Iterable[NodeFacts], expect: Expect, missing: Iterable[str] = ()
+    nodes: Iterable[NodeFacts], expect: Expect, unreachable: dict[str, str] | None = None
 ) -> list[Result]:
-    """Every result for NODES; MISSING names nodes that returned nothing."""
+    """Every result for NODES; UNREACHABLE maps nodes that returned nothing to why."""
     facts = list(nodes)
     out = [
-        Result(
-            m,
-            "reachable",
-            FAIL,
-            "the node returned no gather output",
-            "check that it is up and reachable (srun / ssh)",
-        )
-        for m in missing
+        Result(node, "reachable", FAIL, why, "check that the node is up and reachable")
+        for node, why in (unreachable or {}).items()
     ]
     for f in facts:
         out.extend(judge_node(f, expect))

@@ -9,7 +9,6 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,7 +171,7 @@ def gather_ssh(script: str, hosts: list[str], options: SshOptions) -> list[Gathe
 def _gather_one_ssh(script: str, alias: str, options: SshOptions) -> Gathered:
     sent = time.time()
     try:
-        with _connect(alias, options) as client:
+        with _Client(alias, options) as client:
             sent = time.time()
             stdin, stdout, stderr = client.exec_command("bash -s", timeout=GATHER_DEADLINE)
             stdin.write(script)
@@ -260,10 +259,3 @@ class _Client:
     def __exit__(self, *_exc: object) -> None:
         for client in reversed(self._opened):
             client.close()
-
-
-def _connect(alias: str, options: SshOptions) -> _Client:
-    return _Client(alias, options)
-
-
-Gatherer = Callable[[str], list[Gathered]]
