@@ -6,6 +6,7 @@ need them, so ``clusterctl --help`` and ``clusterctl validate`` stay fast.
 
 from __future__ import annotations
 
+import posixpath
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -16,9 +17,11 @@ import click
 from clusterctl import __version__
 from clusterctl.console import user_errors
 from clusterctl.errors import UsageError
+from clusterctl.remote import DEFAULT_REMOTE_DIR, LoginNode
 
 if TYPE_CHECKING:
     from clusterctl.spec.loader import LoadedSpec
+    from clusterctl.spec.profiles import Profile
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -53,7 +56,57 @@ def allow_option(func: F) -> F:
     )(func)
 
 
-def _load(spec: str, assignments: tuple[str, ...], allowed: tuple[str, ...] = ()) -> LoadedSpec:
+def remote_options(func: F) -> F:
+    """Options that say how to reach a login node over SSH (submit and the job commands)."""
+    for option in reversed(
+        [
+            click.option(
+                "--remote-dir",
+                help="Jobs directory on the login node "
+                f"(default: the profile's, else {DEFAULT_REMOTE_DIR})",
+            ),
+            click.option("--remote-clusterctl", help="clusterctl's path on the login node."),
+            click.option(
+                "--ssh-config",
+                type=click.Path(dir_okay=False, path_type=Path),
+                help="SSH config file (default ~/.ssh/config).",
+            ),
+            click.option(
+                "--accept-new-host-keys",
+                is_flag=True,
+                help="Trust host keys not yet in known_hosts (refused by default).",
+            ),
+        ]
+    ):
+        func = option(func)
+    return func
+
+
+def login_node(
+    host: str | None,
+    profile: Profile | None,
+    remote_dir: str | None,
+    remote_clusterctl: str | None,
+    ssh_config: Path | None,
+    accept_new_host_keys: bool,
+) -> LoginNode:
+    """The login node from the options, the profile filling what they leave out."""
+    from clusterctl.ssh import SshOptions
+
+    chosen = host or (profile.login_host if profile else None)
+    if not chosen:
+        raise UsageError("no login host: give --host, or a profile with login_host")
+    return LoginNode(
+        chosen,
+        remote_dir or (profile.remote_dir if profile else DEFAULT_REMOTE_DIR),
+        remote_clusterctl or (profile.remote_clusterctl if profile else "clusterctl"),
+        SshOptions(ssh_config, accept_new_host_keys),
+    )
+
+
+def load_checked(
+    spec: str, assignments: tuple[str, ...], allowed: tuple[str, ...] = ()
+) -> LoadedSpec:
     """Validate the spec and run the lint rules; errors raise SpecError."""
     from clusterctl.lint.engine import lint_or_raise
     from clusterctl.spec.loader import load_spec
@@ -62,15 +115,15 @@ def _load(spec: str, assignments: tuple[str, ...], allowed: tuple[str, ...] = ()
     outcome = lint_or_raise(loaded, allowed)
     for finding in outcome.warnings:
         click.echo(f"warning: {finding}", err=True)
-    if outcome.allowed and click.get_current_context().info_name == "validate":
+    context = click.get_current_context(silent=True)
+    if outcome.allowed and context is not None and context.info_name == "validate":
         ids = sorted({p.message.split("]", 1)[0].lstrip("[") for p in outcome.allowed})
         click.echo(f"note: allowed by lint.allow / --allow: {', '.join(ids)}", err=True)
     return loaded
 
 
 def _resolve_packages(loaded: LoadedSpec) -> None:
-    from clusterctl.errors import Problem, SpecError
-    from clusterctl.spec.loader import format_path
+    from clusterctl.errors import SpecError
     from clusterctl.spec.resolve import gather_resolution, judge_resolution
 
     found = gather_resolution(loaded.spec)
@@ -78,8 +131,7 @@ def _resolve_packages(loaded: LoadedSpec) -> None:
         click.echo(f"note: pip resolution did not run: {found.reason}", err=True)
         return
     problems = [
-        Problem(format_path(path), message, loaded.source, loaded.line_of(path))
-        for path, message in judge_resolution(loaded.spec, found)
+        loaded.problem(path, message) for path, message in judge_resolution(loaded.spec, found)
     ]
     if problems:
         raise SpecError(problems)
@@ -134,15 +186,14 @@ def validate(
     """Check SPEC: schema, contradictions between sections, lint rules, and the frameworks'
     own start-up checks where the pinned release is available."""
     with user_errors():
-        loaded = _load(spec, assignments, allowed)
+        loaded = load_checked(spec, assignments, allowed)
         if inspect_image:
-            from clusterctl.errors import Problem, SpecError
+            from clusterctl.errors import SpecError
             from clusterctl.spec.inspect import gather_image_versions, judge_image_versions
-            from clusterctl.spec.loader import format_path
 
             found = gather_image_versions(loaded.spec.container.image)
             problems = [
-                Problem(format_path(path), message, loaded.source, loaded.line_of(path))
+                loaded.problem(path, message)
                 for path, message in judge_image_versions(loaded.spec, found)
             ]
             if problems:
@@ -179,7 +230,7 @@ def render(
     from clusterctl.render import render_bundle, write_bundle
 
     with user_errors():
-        loaded = _load(spec, assignments, allowed)
+        loaded = load_checked(spec, assignments, allowed)
         bundle = render_bundle(loaded.spec)
         if to_stdout:
             click.echo(bundle.script, nl=False)
@@ -194,7 +245,14 @@ def render(
 @click.option(
     "--dry-run", is_flag=True, help="Print the sbatch command and script; submit nothing."
 )
-@click.option("--wait", is_flag=True, help="sbatch --wait: return the job's exit status.")
+@click.option("--wait", is_flag=True, help="Follow the job and return its exit status.")
+@click.option(
+    "--host",
+    help="Submit on this login node over SSH (an ssh config alias; default: the profile's "
+    "login_host).",
+)
+@click.option("--local", is_flag=True, help="Submit here even if the profile names a login host.")
+@remote_options
 @set_option
 @allow_option
 def submit(
@@ -202,23 +260,53 @@ def submit(
     out_dir: str | None,
     dry_run: bool,
     wait: bool,
+    host: str | None,
+    local: bool,
+    remote_dir: str | None,
+    remote_clusterctl: str | None,
+    ssh_config: Path | None,
+    accept_new_host_keys: bool,
     assignments: tuple[str, ...],
     allowed: tuple[str, ...],
 ) -> None:
-    """Render SPEC and submit the bundle's job.sbatch with sbatch."""
+    """Render SPEC and submit the bundle's job.sbatch with sbatch: here, or on a login node
+    over SSH (the bundle uploaded with SFTP into a directory of its own)."""
     from clusterctl.render import render_bundle, write_bundle
     from clusterctl.submit import sbatch_command, submit_bundle
 
     with user_errors():
-        loaded = _load(spec, assignments, allowed)
+        loaded = load_checked(spec, assignments, allowed)
         bundle = render_bundle(loaded.spec)
+        profile = loaded.profile.profile if loaded.profile else None
+        login = None
+        if not local and (host or (profile and profile.login_host)):
+            login = login_node(
+                host, profile, remote_dir, remote_clusterctl, ssh_config, accept_new_host_keys
+            )
         target = Path(out_dir or f"{loaded.spec.slurm.job_name}.bundle")
         if dry_run:
-            click.echo("# " + " ".join(sbatch_command(target)))
+            where = f"# on {login.host}, in {login.remote_dir}: " if login else "# "
+            click.echo(where + " ".join(sbatch_command(target)))
             click.echo(bundle.script, nl=False)
             return
-        write_bundle(bundle, target)
-        sys.exit(submit_bundle(target, wait, click.echo))
+        if login is None:
+            write_bundle(bundle, target)
+            sys.exit(submit_bundle(target, wait, click.echo))
+        from clusterctl.remote import run_clusterctl, submit_remote
+
+        done = submit_remote(bundle, login)
+        job = done.job_id
+        again = f" --host {login.host}" + (
+            f" --remote-dir {done.remote_dir}" if login.remote_dir != DEFAULT_REMOTE_DIR else ""
+        )
+        click.echo(f"submitted job {job} on {login.host} ({done.bundle_dir}/job.sbatch)")
+        logs_dir = posixpath.join(done.remote_dir, loaded.spec.logs.dir)
+        click.echo(f"logs: {logs_dir}/{loaded.spec.slurm.job_name}-{job}")
+        click.echo(f"next: clusterctl status {job}{again}; clusterctl logs {job} -f{again}; "
+                   f"clusterctl cancel {job}{again}")  # fmt: skip
+        if wait:
+            waiting = LoginNode(login.host, done.remote_dir, login.clusterctl, login.ssh)
+            sys.exit(run_clusterctl(waiting, ["wait", job]))
 
 
 @main.command()
@@ -278,15 +366,18 @@ def _register_optional_commands() -> None:
     """Commands that live in their own modules."""
     from clusterctl.devcluster.cli import dev_cluster
     from clusterctl.doctor.cli import doctor
-    from clusterctl.jobs.cli import cancel, down, list_jobs, logs, status
+    from clusterctl.image.cli import build, image
+    from clusterctl.jobs.cli import cancel, down, list_jobs, logs, status, wait
     from clusterctl.lint.cli import rules
     from clusterctl.verify.cli import verify
 
     main.add_command(rules)
+    main.add_command(build)
+    main.add_command(image)
     main.add_command(verify)
     main.add_command(doctor)
     main.add_command(dev_cluster)
-    for command in (status, logs, cancel, down, list_jobs):
+    for command in (status, logs, wait, cancel, down, list_jobs):
         main.add_command(command)
 
 

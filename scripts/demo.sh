@@ -3,7 +3,7 @@
 # CPU example end to end: 3 nodes, one container each, Ray, self-test, workload.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q .
+python3 -m pip install -q '.[runtime]'
 clusterctl dev-cluster up --nodes 4
 mkdir -p demo-run
 cd demo-run

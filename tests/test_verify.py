@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 from pathlib import Path
@@ -451,3 +452,34 @@ def test_a_port_slower_than_on_the_other_nodes_fails() -> None:
     results = judge_all(facts_of(*nodes), AMD)
     [rate] = by_check(results, "gpu-2", "ib-rate")
     assert rate.status == FAIL and rate.reason == "slowest port 200 Gb/s, other nodes 400 Gb/s"
+
+
+def test_a_pinned_image_id_fails_a_node_holding_another_image_or_warns_before_a_reload() -> None:
+    job_image = "sha256:" + "ab" * 32
+    nodes = facts_of(
+        gather_text("gpu-1", sections("amd")),
+        gather_text("gpu-2", sections("amd", 2, image=(0, "sha256:" + "cd" * 32))),
+    )
+    pinned = dataclasses.replace(AMD, image_id=job_image)
+    assert [r.status for r in by_check(judge_all(nodes, pinned), "gpu-1", "image")] == [OK]
+    [stale] = by_check(judge_all(nodes, pinned), "gpu-2", "image")
+    assert stale.status == FAIL
+    assert stale.reason == "verl:rocm here is sha256:cdcdcdcdcdcd, the job's is sha256:abababababab"
+    assert "docker rmi" in stale.fix
+    # verify before a job whose preflight loads the tarball over it: a warning
+    reloads = dataclasses.replace(pinned, image_reloads=True)
+    [warned] = by_check(judge_all(nodes, reloads), "gpu-2", "image")
+    assert warned.status == WARN and warned.fix == "the job's preflight loads the tarball over it"
+
+
+def test_the_preflight_takes_the_tarball_id_the_batch_side_wrote(tmp_path: Path) -> None:
+    from clusterctl.verify.judges import main as judges_main
+
+    (tmp_path / "node1.gather").write_text(gather_text("node1", sections("amd")))
+    (tmp_path / "image-id").write_text("sha256:" + "ef" * 32 + "\n")
+    fields = dataclasses.asdict(AMD) | {"hcas": ["rdma0", "rdma1"], "image_id": None}
+    expect = json.dumps({k: v for k, v in fields.items() if k != "live_jobs"})
+    assert judges_main([str(tmp_path), expect]) == 2
+    results = json.loads((tmp_path / "verify.json").read_text())
+    [image] = [r for r in results if r["check"] == "image"]
+    assert image["status"] == FAIL and image["reason"].endswith("the job's is sha256:efefefefefef")

@@ -381,8 +381,17 @@ def pip_download(dest: Path, *requirements: str, deps: bool = True) -> None:
     )
 
 
-def build_offline(dockerfile: str, wheels: list[Path], env: dict[str, str] | None = None) -> None:
-    """docker build DEV_IMAGE from a context holding only the Dockerfile and the wheels."""
+def build_offline(
+    dockerfile: str, wheels: list[Path], say: Say, docker_host: str | None = None
+) -> None:
+    """Build DEV_IMAGE with `clusterctl build`'s code (the Docker SDK) from a context holding
+    only the wheels: the offline build air-gapped sites use."""
+    from clusterctl.image.build import BuildEvent, build_image
+
+    def show(event: BuildEvent) -> None:
+        if event.kind == "step":
+            say(f"  step {event.step}/{event.steps}: {event.text[:100]}")
+
     context = Path(tempfile.mkdtemp(prefix="build-", dir=STATE_DIR))
     try:
         (context / "wheels").mkdir()
@@ -391,8 +400,7 @@ def build_offline(dockerfile: str, wheels: list[Path], env: dict[str, str] | Non
                 os.link(wheel, context / "wheels" / wheel.name)  # same file system: no copy
             except OSError:
                 shutil.copy2(wheel, context / "wheels" / wheel.name)
-        (context / "Dockerfile").write_text(dockerfile)
-        run(["docker", "build", "-q", "-t", DEV_IMAGE, str(context)], timeout=1800, env=env)
+        build_image(dockerfile, context, [DEV_IMAGE], {}, False, show, docker_host)
     finally:
         shutil.rmtree(context, ignore_errors=True)
 
@@ -464,7 +472,7 @@ def build_image(say: Say, force: bool = False) -> None:
     base_image(say)
     wheels = wheelhouse(say)
     say(f"building {DEV_IMAGE} offline from the wheelhouse")
-    build_offline(dev_image_dockerfile(), sorted(wheels.glob("*.whl")))
+    build_offline(dev_image_dockerfile(), sorted(wheels.glob("*.whl")), say)
 
 
 # ---- a node with its own Docker engine -------------------------------------------------------
@@ -541,7 +549,7 @@ def build_ray_variant_image(docker_host: str, ray_version: str, say: Say) -> Non
         if not w.name.startswith("ray-") or f"-{ray_version}-" in w.name
     ]
     say(f"building {DEV_IMAGE} with Ray {ray_version} on {docker_host}")
-    build_offline(dev_image_dockerfile(ray_version), chosen, env)
+    build_offline(dev_image_dockerfile(ray_version), chosen, say, docker_host)
 
 
 # ---- the commands ---------------------------------------------------------------------------

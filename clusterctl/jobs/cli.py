@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -35,12 +38,66 @@ logs_root_option = click.option(
 )
 
 
+REMOTE_PARAMS = ("host", "profile", "remote_dir", "remote_clusterctl", "ssh_config",
+                 "accept_new_host_keys")  # fmt: skip
+
+
+def on_login_node(func: Callable[..., None]) -> Callable[..., None]:
+    """--host / --profile: run the same command on the login node over SSH (clusterctl
+    there), its output streamed back and its exit status returned."""
+    from clusterctl.cli import remote_options
+
+    @functools.wraps(func)
+    def wrapper(**params: Any) -> None:
+        host, profile_name = params.get("host"), params.get("profile")
+        if host is None and profile_name is None:
+            func(**{k: v for k, v in params.items() if k not in REMOTE_PARAMS})
+            return
+        from clusterctl.cli import login_node
+        from clusterctl.remote import run_clusterctl
+        from clusterctl.spec.profiles import load_profile
+
+        with user_errors():
+            profile = load_profile(profile_name, "", None).profile if profile_name else None
+            login = login_node(
+                host,
+                profile,
+                params["remote_dir"],
+                params["remote_clusterctl"],
+                params["ssh_config"],
+                params["accept_new_host_keys"],
+            )
+            sys.exit(run_clusterctl(login, forwarded_argv(click.get_current_context())))
+
+    wrapper = click.option("--profile", help="Use this profile's login host (over SSH).")(wrapper)
+    wrapper = click.option("--host", help="Run it on this login node over SSH.")(wrapper)
+    return remote_options(wrapper)
+
+
+def forwarded_argv(ctx: click.Context) -> list[str]:
+    """The command line of CTX's command as the login node must run it (remote options out)."""
+    assert ctx.command.name is not None
+    argv = [ctx.command.name]
+    for param in ctx.command.params:
+        name = param.name
+        value = ctx.params.get(name or "")
+        if name in REMOTE_PARAMS or value is None or value is False:
+            continue
+        if isinstance(param, click.Argument):
+            argv.append(str(value))
+        elif isinstance(param, click.Option) and value != param.default:
+            flag = max(param.opts, key=len)
+            argv += [flag] if param.is_flag else [flag, str(value)]
+    return argv
+
+
 def latest_run(job_id: str, root: Path) -> RunRecord | None:
     dirs = run_directories(job_id, root)
     return summarize(dirs[-1], read_timeline(dirs[-1])) if dirs else None
 
 
 @click.command()
+@on_login_node
 @click.argument("job_id")
 @logs_root_option
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
@@ -128,6 +185,7 @@ def _doctor_top(job_id: str, root: Path) -> dict[str, str] | None:
 
 
 @click.command()
+@on_login_node
 @click.argument("job_id")
 @logs_root_option
 @click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends.")
@@ -185,6 +243,7 @@ def _print_file(path: Path, job_id: str, follow: bool) -> None:
 
 
 @click.command()
+@on_login_node
 @click.argument("job_id")
 @logs_root_option
 def cancel(job_id: str, logs_root: Path) -> None:
@@ -206,6 +265,7 @@ def cancel(job_id: str, logs_root: Path) -> None:
 
 
 @click.command()
+@on_login_node
 @click.argument("job_id")
 @logs_root_option
 @click.option("--nodes", "nodelist", help="The job's nodes (default: from SLURM or its logs).")
@@ -256,6 +316,7 @@ def _nodes_from_logs(job_id: str, root: Path) -> str:
 
 
 @click.command(name="ls")
+@on_login_node
 @logs_root_option
 def list_jobs(logs_root: Path) -> None:
     """The clusterctl jobs that have a log directory here, newest first, with their outcome."""
@@ -283,3 +344,17 @@ def list_jobs(logs_root: Path) -> None:
         cause = f"{record.failed_node}: {record.cause}" if record.cause else ""
         table.add_row(job_id, name, run, outcome, cause[:80])
     Console(width=140).print(table)
+
+
+@click.command()
+@on_login_node
+@click.argument("job_id")
+def wait(job_id: str) -> None:
+    """Wait until the job has left the queue; exit with its status (0: it succeeded)."""
+    from clusterctl.submit import wait_for_job
+
+    with user_errors():
+        check_job_id(job_id)
+        code = wait_for_job(job_id)
+    click.echo(f"job {job_id} {'succeeded' if code == 0 else f'failed with status {code}'}")
+    sys.exit(code)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from clusterctl.errors import Problem, SpecError
 from clusterctl.lint import rules as _rules  # noqa: F401  (registers the rules)
 from clusterctl.lint.registry import RULES, Finding, Rule, run_rules
-from clusterctl.spec.loader import LoadedSpec, format_path
+from clusterctl.spec.loader import LoadedSpec
 
 __all__ = ["RULES", "Finding", "Rule", "lint", "lint_or_raise"]
 
@@ -22,7 +22,7 @@ def lint(loaded: LoadedSpec) -> list[Finding]:
 
 def _problem(loaded: LoadedSpec, finding: Finding) -> Problem:
     message = f"[{finding.rule.id}] {finding.message}; fix: {finding.rule.fix}"
-    return Problem(format_path(finding.path), message, loaded.source, loaded.line_of(finding.path))
+    return loaded.problem(finding.path, message)
 
 
 @dataclass(frozen=True)
@@ -41,12 +41,7 @@ def lint_or_raise(loaded: LoadedSpec, allowed: Iterable[str] = ()) -> LintOutcom
     if unknown:
         raise SpecError(
             [
-                Problem(
-                    "lint.allow",
-                    f"unknown rule id {u!r} (see clusterctl rules)",
-                    loaded.source,
-                    loaded.line_of(("lint", "allow")),
-                )
+                loaded.problem(("lint", "allow"), f"unknown rule id {u!r} (see clusterctl rules)")
                 for u in unknown
             ]
         )

@@ -139,11 +139,19 @@ def render_bundle(spec: JobSpec) -> Bundle:
             )
         )
     bundle.files[RESOLVED_SPEC] = BundleFile(resolved)
+    return add_file(bundle, MANIFEST, "")
+
+
+def add_file(bundle: Bundle, name: str, content: str) -> Bundle:
+    """Add a file (e.g. the build's image.json) and reseal the manifest over every file."""
+    if name != MANIFEST:
+        bundle.files[name] = BundleFile(content)
+    files = {n: _sha256(f.content) for n, f in sorted(bundle.files.items()) if n != MANIFEST}
     manifest = {
         "generator": GENERATOR,
         "clusterctl_version": __version__,
-        "spec_sha256": spec_hash,
-        "files": {name: _sha256(f.content) for name, f in sorted(bundle.files.items())},
+        "spec_sha256": bundle.spec_hash,
+        "files": files,
     }
     bundle.files[MANIFEST] = BundleFile(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return bundle

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from clusterctl.errors import Problem, SpecError
 from clusterctl.spec.consistency import check_consistency
 from clusterctl.spec.models import JobSpec
+from clusterctl.spec.profiles import LoadedProfile, apply_profile, load_profile
 
 PathKey = tuple[str | int, ...]
 
@@ -47,14 +48,37 @@ class _Loader(_BaseLoader):  # type: ignore[misc]
 
 @dataclass
 class LoadedSpec:
-    """A validated spec plus what is needed to point back into its source."""
+    """A validated spec plus what is needed to point back into its source (and into the
+    profile that filled some of its values)."""
 
     spec: JobSpec
     source: str
     lines: dict[PathKey, int] = field(default_factory=dict)
+    profile: LoadedProfile | None = None
 
-    def line_of(self, path: Sequence[str | int]) -> int | None:
-        return line_for(self.lines, path)
+    def where(self, path: Sequence[str | int]) -> tuple[str, int | None]:
+        """The file and line that define PATH: the spec's, or the profile's for a value only
+        the profile gave."""
+        return _where(self.source, self.lines, self.profile, path)
+
+    def problem(self, path: Sequence[str | int], message: str) -> Problem:
+        return Problem(format_path(path), message, *self.where(path))
+
+
+def _where(
+    source: str,
+    lines: Mapping[PathKey, int],
+    profile: LoadedProfile | None,
+    path: Sequence[str | int],
+) -> tuple[str, int | None]:
+    key = tuple(path)
+    while key:
+        if key in lines:
+            return source, lines[key]
+        if profile is not None and key in profile.lines:
+            return profile.source, profile.lines[key]
+        key = key[:-1]
+    return source, lines.get((), None)
 
 
 def line_for(lines: Mapping[PathKey, int], path: Sequence[str | int]) -> int | None:
@@ -309,6 +333,7 @@ def _problems_from_validation(
     lines: Mapping[PathKey, int],
     source: str,
     set_paths: Sequence[PathKey],
+    profile: LoadedProfile | None = None,
 ) -> list[Problem]:
     by_path: dict[tuple[str | int, ...], Problem] = {}
     for err in exc.errors(include_url=False):
@@ -333,10 +358,8 @@ def _problems_from_validation(
             if "input" in err and not isinstance(err["input"], (dict, list)):
                 shown = repr(err["input"])
                 message += f" (got {shown[:60]}{'...' if len(shown) > 60 else ''})"
-        src = "--set" if path in set_paths else source
-        by_path[path] = Problem(
-            format_path(path), message, src, None if src == "--set" else line_for(lines, path)
-        )
+        where = ("--set", None) if path in set_paths else _where(source, lines, profile, path)
+        by_path[path] = Problem(format_path(path), message, *where)
     return list(by_path.values())
 
 
@@ -365,13 +388,16 @@ def _control_characters(node: Any, path: PathKey = ()) -> Iterator[tuple[PathKey
 def load_spec_text(text: str, source: str = "<spec>", overrides: Iterable[str] = ()) -> LoadedSpec:
     """Validate spec text; raises SpecError listing every problem once."""
     data, lines = parse_yaml(text, source)
+    profile = None
+    if isinstance(data.get("profile"), str):
+        profile = load_profile(data["profile"], source, lines.get(("profile",)))
+        apply_profile(data, profile)
     set_paths = apply_overrides(data, overrides)
     control = [
         Problem(
             format_path(path),
             message,
-            "--set" if path in set_paths else source,
-            None if path in set_paths else line_for(lines, path),
+            *(("--set", None) if path in set_paths else _where(source, lines, profile, path)),
         )
         for path, message in _control_characters(data)
     ]
@@ -380,12 +406,11 @@ def load_spec_text(text: str, source: str = "<spec>", overrides: Iterable[str] =
     try:
         spec = JobSpec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(_problems_from_validation(exc, data, lines, source, set_paths)) from None
-    loaded = LoadedSpec(spec=spec, source=source, lines=lines)
-    problems = [
-        Problem(format_path(path), message, source, loaded.line_of(path))
-        for path, message in check_consistency(spec)
-    ]
+        raise SpecError(
+            _problems_from_validation(exc, data, lines, source, set_paths, profile)
+        ) from None
+    loaded = LoadedSpec(spec=spec, source=source, lines=lines, profile=profile)
+    problems = [loaded.problem(path, message) for path, message in check_consistency(spec)]
     if problems:
         raise SpecError(problems)
     return loaded

@@ -82,6 +82,9 @@ def _port_range(value: str) -> str:
 
 PortRange = Annotated[str, AfterValidator(_port_range)]
 ImageRef = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/@-]*$")]
+# What `docker image inspect --format {{.Id}}` prints: the sha256 of the image's config.
+ImageId = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
+ProfileName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")]
 # A version as pip and image tags spell it (also lands in Dockerfiles, which are line-based).
 Version = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9.+!*_-]*$")]
 
@@ -245,7 +248,17 @@ class ContainerSpec(Section):
         description="always pull, pull if missing, never pull (fail if missing), or docker "
         "load a tarball from shared storage",
     )
-    load_from: AbsPath | None = Field(None, description="image tarball for pull: load")
+    load_from: AbsPath | None = Field(
+        None,
+        description="image tarball for pull: load (clusterctl image save writes it and its "
+        "image ID beside it: every node's image must then be that one)",
+    )
+    image_id: ImageId | None = Field(
+        None,
+        description="the image ID (sha256:...) every node must hold under container.image, as "
+        "clusterctl build / image save print it; a node with another image under the tag "
+        "fails preflight",
+    )
     build: BuildSpec | None = Field(None, description="render a Dockerfile into the bundle")
     mounts: list[MountSpec] = Field(default_factory=list, description="bind mounts")
     workdir: AbsPath | None = Field(None, description="working directory in the container")
@@ -462,6 +475,11 @@ class LintSpec(Section):
 class JobSpec(Section):
     """A multi-node RL post-training job."""
 
+    profile: ProfileName | None = Field(
+        None,
+        description="cluster profile (clusterctl-profiles.yaml) whose site settings fill what "
+        "this spec leaves unset",
+    )
     slurm: SlurmSpec = Field(default_factory=SlurmSpec)
     hardware: HardwareSpec = Field(default_factory=HardwareSpec)
     versions: VersionsSpec = Field(default_factory=VersionsSpec)

@@ -14,6 +14,7 @@ import click
 
 from clusterctl.console import user_errors
 from clusterctl.errors import UsageError
+from clusterctl.ssh import SshOptions
 from clusterctl.verify.expect import expectations
 from clusterctl.verify.judges import (
     FAIL,
@@ -26,7 +27,6 @@ from clusterctl.verify.judges import (
 )
 from clusterctl.verify.transport import (
     Gathered,
-    SshOptions,
     gather_local,
     gather_srun,
     gather_ssh,

@@ -86,6 +86,12 @@ class Expect:
     gid_index: int | None = None
     # SLURM jobs still running (their containers stay); None: unknown (no squeue here)
     live_jobs: frozenset[str] | None = frozenset()
+    # the image ID every node must hold under the tag (container.image_id, or the ID file
+    # beside a load_from tarball); None: only the same image on every node
+    image_id: str | None = None
+    # before the job: its preflight loads the tarball over another image (a warning, not a
+    # failure); in the preflight, after that load, another image is a failure
+    image_reloads: bool = False
 
 
 def parse_gather(text: str) -> list[NodeFacts]:
@@ -525,6 +531,19 @@ def judge_docker(facts: NodeFacts, expect: Expect) -> list[Result]:
                 "the job's preflight pulls or loads it (container.pull, load_from)",
             )
         )
+    elif expect.image_id and _text(image) != expect.image_id:
+        out.append(
+            Result(
+                n,
+                "image",
+                WARN if expect.image_reloads else FAIL,
+                f"{expect.image} here is {_text(image)[:19]}, the job's is {expect.image_id[:19]}",
+                "the job's preflight loads the tarball over it"
+                if expect.image_reloads
+                else "docker rmi the stale image on this node, then load or pull the job's "
+                "(clusterctl image save / load, container.pull: load)",
+            )
+        )
     else:
         out.append(Result(n, "image", OK, f"{expect.image} {_text(image)[:19]}"))
     leftovers, unknown, ours = [], [], {}
@@ -768,8 +787,11 @@ def exit_status(results: Iterable[Result]) -> int:
     return 2 if FAIL in statuses else 1 if WARN in statuses else 0
 
 
-def expect_from_json(text: str, live_jobs: frozenset[str] | None) -> Expect:
-    """The Expect the job carries as JSON (clusterctl/verify/expect.py writes it)."""
+def expect_from_json(
+    text: str, live_jobs: frozenset[str] | None, image_id: str | None = None
+) -> Expect:
+    """The Expect the job carries as JSON (clusterctl/verify/expect.py writes it); IMAGE_ID:
+    the tarball's, when the spec pins none."""
     raw = json.loads(text)
     return Expect(
         vendor=raw["vendor"],
@@ -779,7 +801,16 @@ def expect_from_json(text: str, live_jobs: frozenset[str] | None) -> Expect:
         hcas=tuple(raw.get("hcas", ())),
         gid_index=raw.get("gid_index"),
         live_jobs=live_jobs,
+        image_id=raw.get("image_id") or image_id,
     )
+
+
+def _words(path: str) -> list[str] | None:
+    """The white-space separated words of a file the batch side wrote; None when absent."""
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        return handle.read().split()
 
 
 def main(argv: list[str]) -> int:
@@ -787,11 +818,9 @@ def main(argv: list[str]) -> int:
     DIR/verify.json; argv: DIR EXPECT_JSON [STARTED ENDED] (the gather step's epoch times)."""
     directory, expect_text = argv[0], argv[1]
     window = (float(argv[2]), float(argv[3])) if len(argv) >= 4 else (None, None)
-    live_path = os.path.join(directory, "live-jobs")
-    live = None
-    if os.path.exists(live_path):
-        with open(live_path, encoding="utf-8") as handle:
-            live = frozenset(handle.read().split())
+    live_words = _words(os.path.join(directory, "live-jobs"))
+    live = None if live_words is None else frozenset(live_words)
+    image_id = next(iter(_words(os.path.join(directory, "image-id")) or []), None)
     nodes: list[NodeFacts] = []
     for name in sorted(os.listdir(directory)):
         if name.endswith(".gather"):
@@ -799,7 +828,7 @@ def main(argv: list[str]) -> int:
                 for facts in parse_gather(handle.read()):
                     facts.sent, facts.received = window
                     nodes.append(facts)
-    results = judge_all(nodes, expect_from_json(expect_text, live))
+    results = judge_all(nodes, expect_from_json(expect_text, live, image_id))
     with open(os.path.join(directory, "verify.json"), "w", encoding="utf-8") as handle:
         json.dump([r.__dict__ for r in results], handle, indent=2)
     for r in results:

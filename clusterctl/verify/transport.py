@@ -11,13 +11,9 @@ import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from clusterctl.errors import UsageError
-
-if TYPE_CHECKING:
-    import paramiko
+from clusterctl.ssh import SshClient, SshOptions, require_paramiko, ssh_error
 
 GATHER_DEADLINE = 120  # seconds for one node's gather (each tool inside is bounded by 20 s)
 
@@ -148,22 +144,10 @@ def _run(cmd: list[str]) -> str:
     return proc.stdout
 
 
-@dataclass(frozen=True)
-class SshOptions:
-    config_file: Path | None = None  # default ~/.ssh/config
-    accept_new_host_keys: bool = False
-    timeout: float = 15.0
-
-
 def gather_ssh(script: str, hosts: list[str], options: SshOptions) -> list[Gathered]:
     """Run the gather script on every host over SSH, all at once; a host that cannot be
     reached (or whose host key is unknown) answers with an error, not an exception."""
-    try:
-        import paramiko  # noqa: F401
-    except ImportError:
-        raise UsageError(
-            "verify over SSH needs paramiko: pip install 'clusterctl[runtime]'"
-        ) from None
+    require_paramiko("verify over SSH")
     with ThreadPoolExecutor(max_workers=min(64, max(1, len(hosts)))) as pool:
         return list(pool.map(lambda h: _gather_one_ssh(script, h, options), hosts))
 
@@ -171,7 +155,7 @@ def gather_ssh(script: str, hosts: list[str], options: SshOptions) -> list[Gathe
 def _gather_one_ssh(script: str, alias: str, options: SshOptions) -> Gathered:
     sent = time.time()
     try:
-        with _Client(alias, options) as client:
+        with SshClient(alias, options) as client:
             sent = time.time()
             stdin, stdout, stderr = client.exec_command("bash -s", timeout=GATHER_DEADLINE)
             stdin.write(script)
@@ -180,7 +164,7 @@ def _gather_one_ssh(script: str, alias: str, options: SshOptions) -> Gathered:
             errors = stderr.read().decode(errors="replace").strip()
             received = time.time()
     except Exception as exc:
-        return Gathered(alias, "", sent, time.time(), _ssh_error(exc), alias)
+        return Gathered(alias, "", sent, time.time(), ssh_error(exc), alias)
     return Gathered(
         alias,
         output,
@@ -189,73 +173,3 @@ def _gather_one_ssh(script: str, alias: str, options: SshOptions) -> Gathered:
         "" if "@@cc-section end" in output else (errors or "gather ended early"),
         alias,
     )
-
-
-def _ssh_error(exc: Exception) -> str:
-    import paramiko
-
-    if isinstance(exc, paramiko.SSHException) and "not found in known_hosts" in str(exc):
-        return f"{exc} (add it to known_hosts, or --accept-new-host-keys)"
-    if isinstance(exc, paramiko.BadHostKeyException):
-        return f"host key mismatch: {exc} (a changed key may mean another machine answers)"
-    return f"{type(exc).__name__}: {exc}"
-
-
-class _Client:
-    """A paramiko client for one ~/.ssh/config alias, with its ProxyJump, closed on exit."""
-
-    def __init__(self, alias: str, options: SshOptions) -> None:
-        import paramiko
-
-        self._opened: list[paramiko.SSHClient] = []
-        config = paramiko.SSHConfig()
-        path = options.config_file or Path.home() / ".ssh" / "config"
-        if path.is_file():
-            config = paramiko.SSHConfig.from_path(str(path))
-        self.client = self._open(config, alias, options, None)
-
-    def _open(
-        self,
-        config: paramiko.SSHConfig,
-        alias: str,
-        options: SshOptions,
-        sock: paramiko.Channel | None,
-    ) -> paramiko.SSHClient:
-        import paramiko
-
-        entry = config.lookup(alias)
-        client = paramiko.SSHClient()
-        self._opened.append(client)
-        client.load_system_host_keys()
-        for known in entry.get("userknownhostsfile", "~/.ssh/known_hosts").split():
-            known_path = Path(known).expanduser()
-            if known_path.is_file():
-                client.load_host_keys(str(known_path))
-        client.set_missing_host_key_policy(
-            paramiko.AutoAddPolicy() if options.accept_new_host_keys else paramiko.RejectPolicy()
-        )
-        host = entry.get("hostname", alias)
-        port = int(entry.get("port", 22))
-        if sock is None and entry.get("proxyjump"):
-            jump = self._open(config, entry["proxyjump"].split(",")[0], options, None)
-            transport = jump.get_transport()
-            assert transport is not None
-            sock = transport.open_channel("direct-tcpip", (host, port), ("127.0.0.1", 0))
-        client.connect(
-            host,
-            port=port,
-            username=entry.get("user"),
-            key_filename=entry.get("identityfile"),
-            timeout=options.timeout,
-            banner_timeout=options.timeout,
-            auth_timeout=options.timeout,
-            sock=sock,
-        )
-        return client
-
-    def __enter__(self) -> paramiko.SSHClient:
-        return self.client
-
-    def __exit__(self, *_exc: object) -> None:
-        for client in reversed(self._opened):
-            client.close()

@@ -1,0 +1,1 @@
+"""Images: build with the Docker engine, save to and load from tarballs."""

@@ -1,0 +1,283 @@
+"""Images and the job's lifecycle on the real dev cluster: an offline build with the Docker
+engine, an image tarball that the preflight loads onto a node holding another image, a pinned
+image ID failing the node that holds another one, and submit / status / logs / wait / cancel /
+down / ls from a "login node" reached over SSH (a real sshd on loopback, a key and an ssh
+config written by the test)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clusterctl.devcluster import cluster
+from clusterctl.devcluster.sshd import LoopbackSshd, start_loopback_sshd
+from tests.conftest import run_cli
+from tests.e2e.test_jobs import CPU_EXAMPLE, Job, containers_of, finish, render, sbatch
+
+pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("dev_cluster")]
+CLUSTERCTL = str(Path(sys.executable).parent / "clusterctl")  # the console script itself
+FAST = ("selftest.enabled=false",)  # these tests are not about the self-test
+
+
+def image_id(image: str, docker_host: str | None = None) -> str:
+    cmd = ["docker", *(["-H", docker_host] if docker_host else [])]
+    return subprocess.run(
+        [*cmd, "image", "inspect", "--format", "{{.Id}}", image],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
+def stale_dev_image(docker_host: str, tmp_path: Path) -> str:
+    """Put another image under the dev image's tag on that engine (a one-file image)."""
+    root = tmp_path / "stale-root"
+    root.mkdir()
+    (root / "stale").write_text("an image built on another day\n")
+    tar = subprocess.run(["tar", "-C", str(root), "-c", "."], capture_output=True, check=True)
+    subprocess.run(
+        ["docker", "-H", docker_host, "import", "-", cluster.DEV_IMAGE],
+        input=tar.stdout,
+        capture_output=True,
+        check=True,
+    )
+    return image_id(cluster.DEV_IMAGE, docker_host)
+
+
+@pytest.fixture
+def node3_stale() -> Iterator[str]:
+    """node3 routed to a Docker engine of its own whose dev image is another image."""
+    host = cluster.start_engine("node3", print)
+    subprocess.run(
+        ["docker", "-H", host, "image", "rm", "-f", cluster.DEV_IMAGE], capture_output=True
+    )
+    cluster.route_node("node3", host)
+    try:
+        yield host
+    finally:
+        cluster.route_node("node3", None)
+
+
+def test_a_pinned_image_id_fails_the_node_holding_another_image_under_the_tag(
+    tmp_path: Path, node3_stale: str
+) -> None:
+    stale = stale_dev_image(node3_stale, tmp_path)
+    good = image_id(cluster.DEV_IMAGE)
+    job, rc, elapsed = sbatch(tmp_path, render(tmp_path, f"container.image_id={good}", *FAST))
+    assert rc != 0
+    node, phase, cause = job.first_failure()
+    assert (node, phase) == ("node3", "preflight")
+    assert cause.startswith(
+        f"image: {cluster.DEV_IMAGE} here is {stale[:19]}, the job's is {good[:19]}"
+    )
+    assert elapsed < 60
+    assert "containers" not in [e["phase"] for e in job.timeline()]
+
+
+def test_image_save_then_the_preflight_loads_it_over_another_image_on_one_node(
+    tmp_path: Path, node3_stale: str
+) -> None:
+    stale = stale_dev_image(node3_stale, tmp_path)
+    tarball = tmp_path / "shared" / "dev.tar"
+    spec_sets = ("container.pull=load", f"container.load_from={tarball}", *FAST)
+    saved = run_cli(
+        "image", "save", str(CPU_EXAMPLE), *[a for s in spec_sets for a in ("--set", s)],
+        timeout=600,
+    )  # fmt: skip
+    assert saved.returncode == 0, saved.stderr
+    good = image_id(cluster.DEV_IMAGE)
+    assert (tmp_path / "shared" / "dev.tar.id").read_text() == good + "\n"
+    assert f"saved {cluster.DEV_IMAGE} {good} to {tarball}" in saved.stdout
+
+    job, rc, _ = sbatch(tmp_path, render(tmp_path, *spec_sets))
+    assert rc == 0, job.log
+    assert "workload sees 3 ray nodes" in job.log
+    # node3 loaded the tarball over its other image; the shared engine kept its own
+    assert image_id(cluster.DEV_IMAGE, node3_stale) == good != stale
+    assert (job.log_dir / "preflight" / "image-id").read_text().strip() == good
+    checks = json.loads((job.log_dir / "preflight" / "verify.json").read_text())
+    assert {r["node"] for r in checks if r["check"] == "image" and r["status"] == "ok"} == {
+        "node1",
+        "node2",
+        "node3",
+    }
+    # `image load` checks what it loaded against the ID file
+    loaded = run_cli("image", "load", str(tarball), "--image", cluster.DEV_IMAGE, timeout=600)
+    assert loaded.returncode == 0 and good in loaded.stdout, loaded.stderr
+    assert containers_of(job) == [] and containers_of(job, node3_stale) == []
+
+
+def canary_wheel(directory: Path) -> Path:
+    """A one-module wheel, written by hand: what an air-gapped site's wheelhouse holds."""
+    directory.mkdir(parents=True)
+    path = directory / "clusterctl_canary-0.1-py3-none-any.whl"
+    info = "clusterctl_canary-0.1.dist-info"
+    files = {
+        "clusterctl_canary/__init__.py": "BUILT = 'offline'\n",
+        f"{info}/METADATA": "Metadata-Version: 2.1\nName: clusterctl-canary\nVersion: 0.1\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
+    }
+    files[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name, text in files.items():
+            wheel.writestr(name, text)
+    return path
+
+
+def test_build_offline_from_a_wheelhouse_prints_and_pins_the_image_id(tmp_path: Path) -> None:
+    canary_wheel(tmp_path / "wheels")
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "slurm: {job_name: built, nodes: 1, exclusive: false}\n"
+        "versions: {ray: 2.60.0}\n"
+        "container:\n"
+        "  image: clusterctl/built:test\n"
+        "  pull: never\n"
+        "  build:\n"
+        "    dockerfile: cpu\n"
+        f"    base_image: {cluster.DEV_IMAGE}\n"
+        "    wheelhouse: wheels\n"
+        "    pip_packages: [clusterctl-canary==0.1]\n"
+        "workload: {framework: command, command: 'true'}\n"
+    )
+    try:
+        result = run_cli("build", str(spec), "-o", str(tmp_path / "b"), timeout=600)
+        assert result.returncode == 0, result.stderr
+        built = image_id("clusterctl/built:test")
+        assert f"built clusterctl/built:test {built} (" in result.stdout
+        assert re.search(r"step \d+/\d+ RUN pip install --no-cache-dir --no-index", result.stderr)
+        info = json.loads((tmp_path / "b" / "image.json").read_text())
+        assert info["id"] == built and info["dockerfile"] == "Dockerfile.cpu"
+        assert f'"image_id": "{built}"' in (tmp_path / "b" / "job.sbatch").read_text()
+        ran = subprocess.run(
+            ["docker", "run", "--rm", "clusterctl/built:test", "python3", "-c",
+             "import clusterctl_canary as c; print(c.BUILT)"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert ran.stdout.strip() == "offline", ran.stderr
+        # a failing step names itself
+        spec.write_text(spec.read_text().replace("clusterctl-canary==0.1", "clusterctl-absent"))
+        failed = run_cli("build", str(spec), "-o", str(tmp_path / "c"), timeout=600)
+        assert failed.returncode == 2 and "Traceback" not in failed.stderr
+        assert re.search(r"error: docker build failed at step \d+: RUN pip install", failed.stderr)
+        assert not (tmp_path / "c").exists()
+    finally:
+        subprocess.run(["docker", "image", "rm", "-f", "clusterctl/built:test"], check=False)
+
+
+# ---- a login node over SSH ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def login(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackSshd]:
+    server = start_loopback_sshd(tmp_path_factory.mktemp("login"), ["login"], unknown=("stranger",))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def over_ssh(login: LoopbackSshd, jobs: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli(
+        *args,
+        "--ssh-config", str(login.ssh_config),
+        "--remote-dir", str(jobs),
+        "--remote-clusterctl", CLUSTERCTL,
+        env={"HOME": str(login.directory)},
+        timeout=300,
+    )  # fmt: skip
+
+
+def test_submit_over_ssh_then_wait_status_logs_and_ls_there(
+    login: LoopbackSshd, tmp_path: Path
+) -> None:
+    jobs = tmp_path / "jobs"
+    submitted = over_ssh(
+        login, jobs, "submit", str(CPU_EXAMPLE), "--host", "login", "--wait",
+        "--set", "slurm.nodes=2", *[a for s in FAST for a in ("--set", s)],
+    )  # fmt: skip
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    found = re.search(
+        r"^submitted job (\d+) on login \((\S+)/job\.sbatch\)$", submitted.stdout, re.M
+    )
+    assert found, submitted.stdout
+    job_id, bundle_dir = found.group(1), Path(found.group(2))
+    assert bundle_dir.parent == jobs / "bundles"
+    assert sorted(p.name for p in bundle_dir.iterdir()) == [
+        "job.sbatch", "manifest.json", "spec.resolved.yaml"
+    ]  # fmt: skip
+    assert f"logs: {jobs}/clusterctl-logs/cpu-smoke-{job_id}" in submitted.stdout
+    assert f"next: clusterctl status {job_id} --host login" in submitted.stdout
+    assert f"job {job_id} succeeded" in submitted.stdout  # --wait, answered on the login node
+
+    status = over_ssh(login, jobs, "status", job_id, "--host", "login", "--json")
+    assert status.returncode == 0, status.stderr
+    report = json.loads(status.stdout)
+    assert report["run"]["status"] == 0
+    assert {"preflight", "workload"} <= {row["phase"] for row in report["run"]["rows"]}
+    workload = over_ssh(login, jobs, "logs", job_id, "--host", "login", "--phase", "workload")
+    assert "workload sees 2 ray nodes" in workload.stdout, workload.stderr
+    listed = over_ssh(login, jobs, "ls", "--host", "login")
+    assert re.search(rf"{job_id}\s.*cpu-smoke.*succeeded", listed.stdout), listed.stdout
+
+
+def test_cancel_and_down_over_ssh_through_a_profile(login: LoopbackSshd, tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs"
+    (tmp_path / "clusterctl-profiles.yaml").write_text(
+        "profiles:\n  dev:\n    login_host: login\n"
+        f"    remote_dir: {jobs}\n    remote_clusterctl: {CLUSTERCTL}\n"
+        "    spec:\n      slurm: {nodes: 2, exclusive: false}\n      selftest: {enabled: false}\n"
+    )
+    spec = tmp_path / "long.yaml"
+    spec.write_text(
+        CPU_EXAMPLE.read_text().replace("slurm:\n", "profile: dev\nslurm:\n", 1)
+        .replace("  nodes: 3\n", "")
+        .split("workload:")[0]
+        + "workload: {framework: command, command: 'sleep 600'}\n"
+    )  # fmt: skip
+    env = {"HOME": str(login.directory), "CLUSTERCTL_PROFILES": ""}
+    ssh = ("--ssh-config", str(login.ssh_config))
+    submitted = run_cli("submit", str(spec), *ssh, env=env, timeout=120)
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = re.search(r"^submitted job (\d+) on login ", submitted.stdout, re.M).group(1)  # type: ignore[union-attr]
+    job = Job(job_id, jobs)
+    deadline = time.monotonic() + 120
+    while '"workload"' not in _text(job, "timeline.jsonl"):
+        assert time.monotonic() < deadline, "the workload never started"
+        time.sleep(0.5)
+    assert len(containers_of(job)) == 2
+    profile = ("--profile", "dev", *ssh)
+    cancelled = run_cli("cancel", job_id, *profile, env=env, cwd=tmp_path, timeout=200)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert f"job {job_id} CANCELLED" in cancelled.stdout
+    assert containers_of(job) == []
+    assert finish(job) != 0
+    down = run_cli("down", job_id, *profile, env=env, cwd=tmp_path, timeout=200)
+    assert down.returncode == 0, down.stderr
+    assert sorted(down.stdout.splitlines()) == ["node1: nothing left", "node2: nothing left"]
+
+
+def test_submit_refuses_a_login_node_whose_host_key_is_unknown(
+    login: LoopbackSshd, tmp_path: Path
+) -> None:
+    refused = over_ssh(login, tmp_path / "jobs", "submit", str(CPU_EXAMPLE), "--host", "stranger")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "error: cannot reach stranger:" in refused.stderr
+    assert "not found in known_hosts" in refused.stderr and "--accept-new-host-keys" in (
+        refused.stderr
+    )
+    assert not (tmp_path / "jobs").exists()
+
+
+def _text(job: Job, name: str) -> str:
+    found = list((job.workdir / "clusterctl-logs").glob(f"*-{job.job_id}/{name}"))
+    return found[0].read_text() if found else ""

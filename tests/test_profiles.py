@@ -1,0 +1,98 @@
+"""Cluster profiles: site settings fill what a job spec leaves unset; errors point into the
+file that holds the value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clusterctl.errors import SpecError
+from clusterctl.spec.loader import load_spec
+from clusterctl.spec.profiles import PROFILES_ENV, names_registry
+from tests.conftest import run_cli
+
+PROFILES = """\
+profiles:
+  site:
+    login_host: login1
+    remote_dir: /shared/rl/jobs
+    registry: registry.site:5000
+    spec:
+      slurm: {partition: mi300x, account: rl, nodes: 8}
+      container: {pull: always}
+      logs: {dir: /shared/rl/logs}
+  broken:
+    spec:
+      slurm:
+        partition: "two words"
+"""
+
+SPEC = """\
+profile: {name}
+slurm:
+  nodes: 2
+container:
+  image: verl:0.9.1
+workload: {{framework: command, command: "true"}}
+"""
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.delenv(PROFILES_ENV, raising=False)
+    (tmp_path / "clusterctl-profiles.yaml").write_text(PROFILES)
+    return tmp_path
+
+
+def spec_file(directory: Path, name: str) -> Path:
+    path = directory / "job.yaml"
+    path.write_text(SPEC.format(name=name))
+    return path
+
+
+def test_the_profile_fills_what_the_spec_leaves_unset_and_the_spec_wins(site: Path) -> None:
+    loaded = load_spec(spec_file(site, "site"))
+    s = loaded.spec
+    assert (s.slurm.partition, s.slurm.account) == ("mi300x", "rl")
+    assert s.slurm.nodes == 2  # the job spec's own value
+    assert s.container.pull == "always" and s.logs.dir == "/shared/rl/logs"
+    assert s.container.image == "registry.site:5000/verl:0.9.1"
+    assert loaded.profile is not None and loaded.profile.profile.login_host == "login1"
+    # --set wins over both
+    assert load_spec(spec_file(site, "site"), ["slurm.account=other"]).spec.slurm.account == "other"
+
+
+def test_a_bad_value_in_the_profile_is_reported_at_the_profiles_line(site: Path) -> None:
+    with pytest.raises(SpecError) as caught:
+        load_spec(spec_file(site, "broken"))
+    [problem] = caught.value.problems
+    assert problem.source == str(site / "clusterctl-profiles.yaml")
+    assert problem.line == 13 and problem.path == "slurm.partition"
+
+
+def test_an_unknown_profile_names_the_file_and_the_profiles_it_has(site: Path) -> None:
+    result = run_cli("validate", str(spec_file(site, "nope")))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"job.yaml:1: profile: no profile 'nope' in {site}/clusterctl-profiles.yaml" in (
+        result.stderr
+    )
+    assert "(it has: broken, site)" in result.stderr
+
+
+def test_the_environment_names_the_profiles_file(
+    site: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = tmp_path_factory.mktemp("elsewhere") / "profiles.yaml"
+    other.write_text("profiles:\n  site:\n    spec:\n      slurm: {partition: h100}\n")
+    monkeypatch.setenv(PROFILES_ENV, str(other))
+    assert load_spec(spec_file(site, "site")).spec.slurm.partition == "h100"
+    monkeypatch.setenv(PROFILES_ENV, str(other.with_name("missing.yaml")))
+    with pytest.raises(SpecError, match=r"cannot read the profiles file .*missing\.yaml"):
+        load_spec(spec_file(site, "site"))
+
+
+def test_an_image_that_names_a_registry_keeps_it() -> None:
+    assert names_registry("registry.site:5000/verl:0.9")
+    assert names_registry("localhost/verl") and names_registry("host:5000/verl")
+    assert not names_registry("rocm/verl:0.9") and not names_registry("verl:0.9")
