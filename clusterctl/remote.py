@@ -62,6 +62,15 @@ class RemoteSubmission:
 
 def submit_remote(bundle: Bundle, login: LoginNode) -> RemoteSubmission:
     """Upload BUNDLE into a directory of its own under remote_dir and sbatch it there."""
+    try:
+        return _submit_remote(bundle, login)
+    except UsageError:
+        raise
+    except Exception as exc:  # paramiko's and SFTP's errors, one line each
+        raise UsageError(f"submitting on {login.host} failed: {ssh_error(exc)}") from None
+
+
+def _submit_remote(bundle: Bundle, login: LoginNode) -> RemoteSubmission:
     with _connect(login) as client:
         sftp = client.open_sftp()
         try:
@@ -91,8 +100,8 @@ def submit_remote(bundle: Bundle, login: LoginNode) -> RemoteSubmission:
 
 def _mkdirs(sftp: Any, path: str) -> str:
     """mkdir -p over SFTP; the absolute path."""
-    current = PurePosixPath(sftp.normalize("."))
-    for part in PurePosixPath(path).parts:
+    current = PurePosixPath(sftp.normalize("."))  # SFTP starts in the login's home
+    for part in PurePosixPath(path.removeprefix("~/")).parts:
         current = PurePosixPath("/") if part == "/" else current / part
         if part == "/":
             continue
@@ -108,9 +117,24 @@ def run_clusterctl(
 ) -> int:
     """Run `clusterctl ARGV` in remote_dir on the login node, its output streamed to WRITE
     (stdout, then stderr flag) as it arrives; its exit status."""
-    emit = write or _write_local
+    try:
+        status = _run_streamed(login, argv, write or _write_local)
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise UsageError(f"running clusterctl on {login.host} failed: {ssh_error(exc)}") from None
+    if status == NOT_FOUND:
+        raise UsageError(
+            f"{login.clusterctl} was not found on {login.host}: install clusterctl there "
+            "(pip install clusterctl) or name its path (--remote-clusterctl, or the profile's "
+            "remote_clusterctl)"
+        )
+    return status
+
+
+def _run_streamed(login: LoginNode, argv: list[str], emit: Callable[[bytes, bool], None]) -> int:
     command = (
-        f"cd {shlex.quote(login.remote_dir)} 2> /dev/null || cd; "
+        f"cd {shell_path(login.remote_dir)} 2> /dev/null || cd; "
         f"exec {shlex.quote(login.clusterctl)} {shlex.join(argv)}"
     )
     with _connect(login) as client:
@@ -134,14 +158,14 @@ def run_clusterctl(
                 break
             if not busy:
                 time.sleep(0.05)
-        status = channel.recv_exit_status()
-    if status == NOT_FOUND:
-        raise UsageError(
-            f"{login.clusterctl} was not found on {login.host}: install clusterctl there "
-            "(pip install clusterctl) or name its path (--remote-clusterctl, or the profile's "
-            "remote_clusterctl)"
-        )
-    return int(status)
+        return int(channel.recv_exit_status())
+
+
+def shell_path(path: str) -> str:
+    """PATH quoted for the remote shell, a leading ~/ left for the shell to expand."""
+    if path.startswith("~/"):
+        return "~/" + shlex.quote(path[2:])
+    return shlex.quote(path)
 
 
 def _write_local(data: bytes, is_stderr: bool) -> None:

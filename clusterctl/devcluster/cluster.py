@@ -526,30 +526,22 @@ def route_node(node: str, docker_host: str | None) -> None:
         target.write_text(docker_host + "\n")
 
 
-def build_ray_variant_image(docker_host: str, ray_version: str, say: Say) -> None:
-    """Build DEV_IMAGE on another engine with a different Ray: the version-skew failure."""
-    env = {**os.environ, "DOCKER_HOST": docker_host}
-    if not ok(["docker", "-H", docker_host, "image", "inspect", BASE_IMAGE]):
-        save = subprocess.Popen(["docker", "save", BASE_IMAGE], stdout=subprocess.PIPE)
-        subprocess.run(
-            ["docker", "load"],
-            stdin=save.stdout,
-            env=env,
-            check=True,
-            capture_output=True,
-            timeout=600,
-        )
-        save.wait()
-    wheels = CACHE_DIR / "wheels"
-    say(f"downloading ray=={ray_version}")
-    pip_download(wheels, f"ray=={ray_version}", deps=False)
-    chosen = [
-        w
-        for w in sorted(wheels.glob("*.whl"))
-        if not w.name.startswith("ray-") or f"-{ray_version}-" in w.name
-    ]
-    say(f"building {DEV_IMAGE} with Ray {ray_version} on {docker_host}")
-    build_offline(dev_image_dockerfile(ray_version), chosen, say, docker_host)
+def put_other_image(docker_host: str) -> str:
+    """Put another image under DEV_IMAGE's tag on that engine (a one-file image, as if the
+    node had been built or loaded on another day); its image ID."""
+    with tempfile.TemporaryDirectory(prefix="other-image-") as root:
+        (Path(root) / "built-on-another-day").write_text("not the job's image\n")
+        tar = subprocess.run(["tar", "-C", root, "-c", "."], capture_output=True, check=True)
+    run(["docker", "-H", docker_host, "image", "rm", "-f", DEV_IMAGE], check=False)
+    subprocess.run(
+        ["docker", "-H", docker_host, "import", "-", DEV_IMAGE],
+        input=tar.stdout,
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
+    return run(["docker", "-H", docker_host, "image", "inspect", "--format", "{{.Id}}",
+                DEV_IMAGE]).stdout.strip()  # fmt: skip
 
 
 # ---- the commands ---------------------------------------------------------------------------

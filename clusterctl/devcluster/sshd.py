@@ -59,6 +59,7 @@ def start_loopback_sshd(
         f"AuthorizedKeysFile {d / 'authorized_keys'}\nPidFile {d / 'sshd.pid'}\n"
         "PermitRootLogin prohibit-password\nPasswordAuthentication no\nUsePAM no\n"
         "StrictModes no\nMaxStartups 200:30:400\nMaxSessions 200\n"
+        "Subsystem sftp internal-sftp\n"
     )
     Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege-separation directory
     process = subprocess.Popen([sshd, "-D", "-f", str(d / "sshd_config"), "-E", str(d / "log")])

@@ -7,6 +7,7 @@ config written by the test)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -37,28 +38,10 @@ def image_id(image: str, docker_host: str | None = None) -> str:
     ).stdout.strip()
 
 
-def stale_dev_image(docker_host: str, tmp_path: Path) -> str:
-    """Put another image under the dev image's tag on that engine (a one-file image)."""
-    root = tmp_path / "stale-root"
-    root.mkdir()
-    (root / "stale").write_text("an image built on another day\n")
-    tar = subprocess.run(["tar", "-C", str(root), "-c", "."], capture_output=True, check=True)
-    subprocess.run(
-        ["docker", "-H", docker_host, "import", "-", cluster.DEV_IMAGE],
-        input=tar.stdout,
-        capture_output=True,
-        check=True,
-    )
-    return image_id(cluster.DEV_IMAGE, docker_host)
-
-
 @pytest.fixture
 def node3_stale() -> Iterator[str]:
-    """node3 routed to a Docker engine of its own whose dev image is another image."""
+    """node3 routed to a Docker engine of its own (its image is put there by each test)."""
     host = cluster.start_engine("node3", print)
-    subprocess.run(
-        ["docker", "-H", host, "image", "rm", "-f", cluster.DEV_IMAGE], capture_output=True
-    )
     cluster.route_node("node3", host)
     try:
         yield host
@@ -69,7 +52,7 @@ def node3_stale() -> Iterator[str]:
 def test_a_pinned_image_id_fails_the_node_holding_another_image_under_the_tag(
     tmp_path: Path, node3_stale: str
 ) -> None:
-    stale = stale_dev_image(node3_stale, tmp_path)
+    stale = cluster.put_other_image(node3_stale)
     good = image_id(cluster.DEV_IMAGE)
     job, rc, elapsed = sbatch(tmp_path, render(tmp_path, f"container.image_id={good}", *FAST))
     assert rc != 0
@@ -85,7 +68,7 @@ def test_a_pinned_image_id_fails_the_node_holding_another_image_under_the_tag(
 def test_image_save_then_the_preflight_loads_it_over_another_image_on_one_node(
     tmp_path: Path, node3_stale: str
 ) -> None:
-    stale = stale_dev_image(node3_stale, tmp_path)
+    stale = cluster.put_other_image(node3_stale)
     tarball = tmp_path / "shared" / "dev.tar"
     spec_sets = ("container.pull=load", f"container.load_from={tarball}", *FAST)
     saved = run_cli(
@@ -256,11 +239,24 @@ def test_cancel_and_down_over_ssh_through_a_profile(login: LoopbackSshd, tmp_pat
         time.sleep(0.5)
     assert len(containers_of(job)) == 2
     profile = ("--profile", "dev", *ssh)
+    follower = subprocess.Popen(
+        ["clusterctl", "logs", job_id, "-f", *profile],
+        cwd=tmp_path,
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     cancelled = run_cli("cancel", job_id, *profile, env=env, cwd=tmp_path, timeout=200)
     assert cancelled.returncode == 0, cancelled.stderr
     assert f"job {job_id} CANCELLED" in cancelled.stdout
     assert containers_of(job) == []
     assert finish(job) != 0
+    # logs -f over SSH streamed the job's log and ended by itself once the job had ended
+    followed, errors = follower.communicate(timeout=60)
+    assert follower.returncode == 0, errors
+    assert "phase: workload" in followed
+    assert f"job {job_id} failed" in followed and "received SIGTERM" in followed
     down = run_cli("down", job_id, *profile, env=env, cwd=tmp_path, timeout=200)
     assert down.returncode == 0, down.stderr
     assert sorted(down.stdout.splitlines()) == ["node1: nothing left", "node2: nothing left"]
