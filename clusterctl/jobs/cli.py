@@ -168,19 +168,25 @@ def _print_status(
         console.print(f"  then: {later}")
     if explanation:
         console.print(f"doctor: {explanation['meaning']}; fix: {explanation['fix']}")
+    else:
+        console.print("doctor: no known failure signature in the logs beyond the cause above")
+
+
+GENERIC_SIGNATURE = "clusterctl-fail"  # clusterctl's own FAIL line: status prints it already
 
 
 def _doctor_top(job_id: str, root: Path) -> dict[str, str] | None:
-    """doctor's first explanation for the job's logs."""
+    """doctor's first explanation for the job's logs that says more than the FAIL line."""
     from clusterctl.doctor.scan import job_log_files, scan_files
 
     try:
         hits = scan_files(job_log_files(job_id, root), [])
     except UsageError:
         return None
-    if not hits:
+    specific = [h for h in hits if h.as_dict()["id"] != GENERIC_SIGNATURE]
+    if not specific:
         return None
-    d = hits[0].as_dict()
+    d = specific[0].as_dict()
     return {"id": str(d["id"]), "meaning": str(d["meaning"]), "fix": str(d["fix"])}
 
 

@@ -432,7 +432,8 @@ def test_a_node_whose_slurmd_died_removes_its_own_container(tmp_path: Path) -> N
 
 
 def test_failing_workload_fails_the_job_with_its_status(tmp_path: Path) -> None:
-    job, rc, _ = sbatch(tmp_path, render(tmp_path, "workload.command=echo doomed; exit 3"))
+    doomed = "echo doomed; echo 'NCCL error in ProcessGroupNCCL.cpp, unhandled system error'"
+    job, rc, _ = sbatch(tmp_path, render(tmp_path, f"workload.command={doomed}; exit 3"))
     assert rc == 3, job.log  # the job's exit status is the workload's
     node, phase, cause = job.first_failure()
     assert (node, phase) == ("node1", "workload")
@@ -445,7 +446,10 @@ def test_failing_workload_fails_the_job_with_its_status(tmp_path: Path) -> None:
     assert "failed (status 3): node node1: the command workload exited with status 3" in (
         " ".join(status.stdout.split())
     )
-    assert "doctor: " in status.stdout
+    # doctor's first explanation beyond clusterctl's own FAIL line
+    assert "doctor: NCCL failed in a system call, usually while connecting peers; fix: set" in (
+        " ".join(status.stdout.split())
+    )
 
 
 def test_cancel_during_workload_removes_every_container_and_status_follows(
