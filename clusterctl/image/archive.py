@@ -59,7 +59,9 @@ def save_image(image: str, path: Path, docker_host: str | None = None) -> Saved:
                 # level 1: images are mostly compressed layers already; speed matters more
                 out = gzip.GzipFile(filename="", mode="wb", compresslevel=1, fileobj=raw, mtime=0)
             try:
-                for chunk in found.save(chunk_size=CHUNK, named=True):
+                # by the name asked for: the tarball then carries that tag (an image's
+                # first tag may be another one)
+                for chunk in client.api.get_image(image, chunk_size=CHUNK):
                     out.write(chunk)
             finally:
                 if out is not raw:

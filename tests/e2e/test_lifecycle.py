@@ -277,3 +277,26 @@ def test_submit_refuses_a_login_node_whose_host_key_is_unknown(
 def _text(job: Job, name: str) -> str:
     found = list((job.workdir / "clusterctl-logs").glob(f"*-{job.job_id}/{name}"))
     return found[0].read_text() if found else ""
+
+
+def test_a_compressed_tarball_loads_and_is_checked_against_its_id_file(tmp_path: Path) -> None:
+    tiny = "clusterctl/tiny:1"
+    engine = cluster.start_engine("node3", print)  # an engine the shared one's jobs never use
+    cluster.put_other_image(engine)  # a one-file image, then tagged as the tiny one
+    want = image_id(cluster.DEV_IMAGE, engine)
+    subprocess.run(["docker", "-H", engine, "tag", cluster.DEV_IMAGE, tiny], check=True)
+    tarball = tmp_path / "tiny.tar.gz"
+    env = {"DOCKER_HOST": engine}
+    saved = run_cli("image", "save", str(CPU_EXAMPLE), "--set", f"container.image={tiny}",
+                    "-o", str(tarball), env=env)  # fmt: skip
+    assert saved.returncode == 0, saved.stderr
+    assert tarball.read_bytes()[:2] == b"\x1f\x8b"  # gzip
+    subprocess.run(["docker", "-H", engine, "image", "rm", tiny], check=True, capture_output=True)
+    loaded = run_cli("image", "load", str(tarball), "--image", tiny, env=env)
+    assert loaded.returncode == 0, loaded.stderr
+    assert image_id(tiny, engine) == want
+    # an ID file that belongs to another image is refused, naming both
+    (tmp_path / "tiny.tar.gz.id").write_text("sha256:" + "0" * 64 + "\n")
+    refused = run_cli("image", "load", str(tarball), "--image", tiny, env=env)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert f"is {want}, but {tarball}.id says sha256:000" in refused.stderr
