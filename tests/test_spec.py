@@ -203,3 +203,44 @@ def test_set_without_equals_is_an_error() -> None:
 def test_slurm_minutes_and_memory_may_be_plain_numbers() -> None:
     spec = load_spec_text(MINIMAL + "slurm:\n  time: 30\n  mem: 0\n").spec
     assert (spec.slurm.time, spec.slurm.mem) == ("30", "0")
+
+
+def test_a_checkpoint_window_must_fit_before_the_limit_with_the_cleanup() -> None:
+    with pytest.raises(SpecError) as caught:
+        load_spec_text(MINIMAL, "job.yaml", ["slurm.checkpoint_grace=90"])
+    [problem] = caught.value.problems
+    assert problem.path == "slurm.checkpoint_grace"
+    assert "90s to checkpoint + 60s of cleanup (container.cleanup_deadline) + 10s do not fit" in (
+        problem.message
+    )
+    assert "raise signal_grace to 160" in problem.message
+    fits = ["slurm.checkpoint_grace=90", "slurm.signal_grace=160"]
+    assert load_spec_text(MINIMAL, "job.yaml", fits).spec.slurm.checkpoint_grace == 90
+
+
+def test_time_limit_warning_requeue_and_the_stop_wait_reach_the_job() -> None:
+    from clusterctl.render.plan import build_plan
+
+    spec = load_spec_text(
+        MINIMAL,
+        "job.yaml",
+        ["slurm.requeue=true", "slurm.signal_grace=200", "slurm.checkpoint_grace=120"],
+    ).spec
+    directives = build_plan(spec).sbatch_directives
+    assert "--signal=B:USR1@200" in directives and "--requeue" in directives
+    openrlhf = load_spec_text(
+        MINIMAL.replace("framework: command", "framework: openrlhf").replace(
+            "command: hostname", "args: {pretrain: /m}"
+        ),
+        "job.yaml",
+        ["slurm.signal_grace=200", "slurm.checkpoint_grace=120"],
+    ).spec
+    submit = build_plan(openrlhf).job_submit_args
+    assert submit is not None
+    assert '"RAY_JOB_STOP_WAIT_TIME_S": "120"' in submit[1]
+
+
+@pytest.mark.parametrize("option", ["--requeue", "--no-requeue", "--dependency=afterok:1"])
+def test_requeue_and_dependencies_are_clusterctls(option: str) -> None:
+    with pytest.raises(SpecError, match=r"slurm\.extra"):
+        load_spec_text(MINIMAL, "job.yaml", [f"slurm.extra=[{option}]"])

@@ -71,9 +71,11 @@ def sbatch_directives(spec: JobSpec) -> list[str]:
             out.append(f"--{name}={value}")
     if s.exclusive:
         out.append("--exclusive")
-    # The batch shell gets SIGTERM before the time limit, so its trap can clean up while new
-    # job steps are still allowed.
-    out.append(f"--signal=B:TERM@{s.signal_grace}")
+    out.append("--requeue" if s.requeue else "--no-requeue")
+    # The batch shell alone gets SIGUSR1 before the time limit (scancel and preemption send
+    # SIGTERM to every step): the workload can checkpoint and the trap clean up while new job
+    # steps are still allowed.
+    out.append(f"--signal=B:USR1@{s.signal_grace}")
     out.extend(s.extra)
     return out
 
@@ -137,11 +139,20 @@ def openrlhf_args(wl: OpenRLHFWorkload) -> list[str]:
     return out
 
 
-def job_submit_args(wl: OpenRLHFWorkload) -> list[str]:
-    """Options for ``ray job submit`` (the dashboard address is added at run time)."""
-    if not wl.runtime_env:
+def job_submit_args(spec: JobSpec, wl: OpenRLHFWorkload) -> list[str]:
+    """Options for ``ray job submit`` (the dashboard address and submission id come at run
+    time). With a checkpoint window, Ray's job supervisor waits that long between its SIGTERM
+    and SIGKILL on `ray job stop` (RAY_JOB_STOP_WAIT_TIME_S, read from the job's runtime_env
+    env_vars; Ray's default is 3 s: dashboard/modules/job/job_supervisor.py, Ray 2.9-2.60)."""
+    runtime_env = dict(wl.runtime_env)
+    grace = spec.slurm.checkpoint_grace
+    if grace:
+        env_vars = dict(runtime_env.get("env_vars") or {})
+        env_vars.setdefault("RAY_JOB_STOP_WAIT_TIME_S", str(grace))
+        runtime_env["env_vars"] = env_vars
+    if not runtime_env:
         return []
-    return ["--runtime-env-json", json.dumps(wl.runtime_env, sort_keys=True)]
+    return ["--runtime-env-json", json.dumps(runtime_env, sort_keys=True)]
 
 
 def container_env(spec: JobSpec) -> dict[str, str]:
@@ -245,7 +256,7 @@ def build_plan(spec: JobSpec) -> JobPlan:
         argv = verl_argv(spec, wl)
     elif isinstance(wl, OpenRLHFWorkload):
         argv = ["python3", "-m", wl.entrypoint, *openrlhf_args(wl)]
-        submit = job_submit_args(wl)
+        submit = job_submit_args(spec, wl)
     else:
         assert isinstance(wl, CommandWorkload)
         argv = ["bash", "-c", wl.command] if isinstance(wl.command, str) else list(wl.command)

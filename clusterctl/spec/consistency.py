@@ -40,7 +40,11 @@ PROTECTED_SBATCH = {
     "constraint": "C",
     "signal": None,
     "wrap": None,
+    "requeue": None,
+    "no-requeue": None,
+    "dependency": "d",
 }
+CLEANUP_MARGIN = 10  # seconds between the end of the cleanup and SLURM's kill at the limit
 PROTECTED_DOCKER = {
     "network": None,
     "net": None,
@@ -262,6 +266,17 @@ def check_consistency(spec: JobSpec) -> list[tuple[FieldPath, str]]:
                 ("ray", "num_cpus"),
                 f"Ray would offer {spec.ray.num_cpus} CPUs per node but SLURM gives "
                 f"{slurm.cpus_per_task}",
+            )
+        )
+    # after the warning: the checkpoint window, then every node's cleanup, before the limit
+    needed = slurm.checkpoint_grace + c.cleanup_deadline + CLEANUP_MARGIN
+    if slurm.checkpoint_grace and needed > slurm.signal_grace:
+        out.append(
+            (
+                ("slurm", "checkpoint_grace"),
+                f"{slurm.checkpoint_grace}s to checkpoint + {c.cleanup_deadline}s of cleanup "
+                f"(container.cleanup_deadline) + {CLEANUP_MARGIN}s do not fit in "
+                f"slurm.signal_grace={slurm.signal_grace}s: raise signal_grace to {needed}",
             )
         )
     if slurm.gres_type and slurm.gpu_request != "gres":

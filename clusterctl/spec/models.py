@@ -186,6 +186,32 @@ class SlurmSpec(Section):
         le=3600,
         description="seconds before the time limit at which the script is told to clean up",
     )
+    checkpoint_grace: int = Field(
+        0,
+        ge=0,
+        le=3600,
+        description="seconds the workload gets after SLURM's time-limit warning (signal_grace "
+        "before the limit) to save a checkpoint and exit before the containers are removed "
+        "(verl also gets the stop time for its own save, OpenRLHF is stopped with ray job "
+        "stop; 0: stopped at once)",
+    )
+    requeue: bool = Field(
+        False,
+        description="sbatch --requeue: SLURM may requeue the job after a node failure or a "
+        "preemption (each run keeps its own log directory)",
+    )
+    continuations: int = Field(
+        0,
+        ge=0,
+        le=100,
+        description="runs submitted after one that ended unfinished (time limit, a failed node "
+        "or workload; not scancel), each chained with --dependency=afterany and continuing from "
+        "the workload's last checkpoint, until one finishes or these are spent",
+    )
+    retry_exclude_bad_nodes: bool = Field(
+        False,
+        description="a continuation after a node's failure runs without that node (--exclude)",
+    )
     extra: list[SbatchOption] = Field(
         default_factory=list,
         description="extra #SBATCH options; options clusterctl sets itself are refused",

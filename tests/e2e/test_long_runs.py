@@ -1,0 +1,132 @@
+"""Long runs on the real dev cluster: a checkpoint inside the time-limit window, a chained
+continuation that resumes from it, and a continuation without the node that failed. A small
+trainer that counts steps and writes its own checkpoint stands in for the framework."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from clusterctl.devcluster import cluster
+from tests.e2e.test_jobs import Job, containers_of, finish, render, sbatch
+
+pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("dev_cluster")]
+
+# Resumes from /ckpt/step; saves and exits on SIGTERM; a resumed run finishes 3 steps later.
+TRAINER = """\
+import os, signal, sys, time
+path = "/ckpt/step"
+step = int(open(path).read()) if os.path.exists(path) else 0
+resumed = os.path.exists(path)
+print(f"resumed at step {step}" if resumed else "fresh start", flush=True)
+target = step + 3 if resumed else 10**6
+stop = []
+signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+
+def save():
+    open(path + ".tmp", "w").write(str(step))
+    os.replace(path + ".tmp", path)
+
+while step < target:
+    time.sleep(0.5)
+    step += 1
+    print(f"step {step}", flush=True)
+    if stop:
+        save()
+        print(f"checkpoint saved at step {step}", flush=True)
+        sys.exit(0)
+save()
+print(f"finished at step {step}", flush=True)
+"""
+
+
+def trainer_job(tmp_path: Path, *sets: str) -> Path:
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "train.py").write_text(TRAINER)
+    return render(
+        tmp_path,
+        "slurm.nodes=2",
+        "selftest.enabled=false",
+        f"container.mounts=[{{source: {ckpt}, target: /ckpt}}]",
+        "workload.command=python3 /ckpt/train.py",
+        *sets,
+    )
+
+
+def chained_job(job: Job) -> Job:
+    chain = json.loads((job.log_dir / "chain.json").read_text())
+    assert chain["job"] == job.job_id
+    return Job(chain["next"], job.workdir)
+
+
+def test_time_limit_checkpoint_then_the_continuation_resumes_from_it(tmp_path: Path) -> None:
+    # a 60 s limit, warned 45 s before (give or take SLURM's event resolution): 20 s to save
+    script = trainer_job(
+        tmp_path,
+        "slurm.time=1",
+        "slurm.signal_grace=45",
+        "slurm.checkpoint_grace=20",
+        "container.cleanup_deadline=15",
+        "slurm.continuations=1",
+        "lint.allow=[loopback-head,time-limit-too-short]",
+    )
+    first, rc, _ = sbatch(tmp_path, script)
+    assert rc == 75, first.log  # stopped at the time limit after a checkpoint
+    phases = [e["phase"] for e in first.timeline()]
+    assert phases.index("workload") < phases.index("checkpoint") < phases.index("checkpoint-exited")
+    node, phase, cause = first.first_failure()
+    assert (node, phase) == ("node1", "checkpoint")
+    assert re.fullmatch(
+        r"time limit: SLURM's warning, 45s before the limit \(slurm\.signal_grace\); the "
+        r"workload exited \d+s after the stop request, within slurm\.checkpoint_grace",
+        cause,
+    )
+    saved = re.search(
+        r"checkpoint saved at step (\d+)", (first.log_dir / "workload.log").read_text()
+    )
+    assert saved, (first.log_dir / "workload.log").read_text()
+    assert containers_of(first) == []
+
+    second = chained_job(first)
+    assert finish(second) == 0, second.log
+    workload = (second.log_dir / "workload.log").read_text()
+    assert f"resumed at step {saved.group(1)}" in workload
+    assert f"finished at step {int(saved.group(1)) + 3}" in workload
+    assert not (second.log_dir / "chain.json").exists()  # finished: the chain ends
+    assert containers_of(second) == []
+
+
+def test_a_continuation_runs_without_the_node_that_failed(tmp_path: Path) -> None:
+    # nodes 1-3 allowed, 2 needed: SLURM picks node1 and node2; node2's Docker engine is dead
+    cluster.route_node("node2", "unix:///run/clusterctl-dev/no-such-engine.sock")
+    try:
+        first, rc, _ = sbatch(
+            tmp_path,
+            render(
+                tmp_path,
+                "slurm.nodes=2",
+                "slurm.exclude=node4",
+                "selftest.enabled=false",
+                "slurm.continuations=2",
+                "slurm.retry_exclude_bad_nodes=true",
+                "workload.command=echo done",
+            ),
+        )
+        assert rc != 0
+        assert first.first_failure()[:2] == ("node2", "preflight")
+        assert json.loads((first.log_dir / "chain.json").read_text())["exclude"] == "node2"
+        second = chained_job(first)
+        assert finish(second) == 0, second.log
+    finally:
+        cluster.route_node("node2", None)
+    assert (second.log_dir / "node-names.txt").read_text().split() == ["node1", "node3"]
+    info = subprocess.run(
+        ["scontrol", "show", "job", "-o", second.job_id], capture_output=True, text=True
+    ).stdout
+    assert "ExcNodeList=node[2,4]" in info or "ExcNodeList=node2,node4" in info, info
+    assert not (second.log_dir / "chain.json").exists()  # it succeeded: no third run
