@@ -156,6 +156,10 @@ def _print_status(
         took = "running" if row.seconds is None else f"{row.seconds:.1f}s"
         table.add_row(row.phase, f"+{row.started:.1f}s", took)
     console.print(table)
+    if record.link or record.next:
+        before = f"continuation {record.link}, after job {record.previous}" if record.link else ""
+        after = f"continued as job {record.next}" if record.next else "the chain ends here"
+        console.print(f"chain: {', '.join(x for x in (before, after) if x)}")
     if record.status is None:
         return
     if record.status == 0:

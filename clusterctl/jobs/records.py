@@ -38,6 +38,10 @@ class RunRecord:
     failed_node: str = ""
     cause: str = ""
     consequences: list[str] = field(default_factory=list)
+    # a chain of continuations (slurm.continuations): this run's place, the jobs around it
+    link: int = 0
+    previous: str = ""
+    next: str = ""
 
 
 def check_job_id(job_id: str) -> str:
@@ -95,4 +99,7 @@ def summarize(directory: Path, timeline: list[dict[str, Any]]) -> RunRecord:
         failed_node=str(end.get("failed_node", "")),
         cause=str(end.get("cause", "")),
         consequences=[str(c) for c in end.get("consequences") or []],
+        link=int(end.get("link", 0)),
+        previous=str(end.get("previous", "")),
+        next=str(end.get("next", "")),
     )

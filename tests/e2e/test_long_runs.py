@@ -4,7 +4,6 @@ trainer that counts steps and writes its own checkpoint stands in for the framew
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from clusterctl.devcluster import cluster
+from tests.conftest import run_cli
 from tests.e2e.test_jobs import Job, containers_of, finish, render, sbatch
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("dev_cluster")]
@@ -58,10 +58,15 @@ def trainer_job(tmp_path: Path, *sets: str) -> Path:
     )
 
 
+def chain(job: Job) -> dict[str, object]:
+    (end,) = [e for e in job.timeline() if e["phase"] == "end"]
+    return end
+
+
 def chained_job(job: Job) -> Job:
-    chain = json.loads((job.log_dir / "chain.json").read_text())
-    assert chain["job"] == job.job_id
-    return Job(chain["next"], job.workdir)
+    following = chain(job)["next"]
+    assert following, "no continuation was submitted"
+    return Job(str(following), job.workdir)
 
 
 def test_time_limit_checkpoint_then_the_continuation_resumes_from_it(tmp_path: Path) -> None:
@@ -97,7 +102,10 @@ def test_time_limit_checkpoint_then_the_continuation_resumes_from_it(tmp_path: P
     workload = (second.log_dir / "workload.log").read_text()
     assert f"resumed at step {saved.group(1)}" in workload
     assert f"finished at step {int(saved.group(1)) + 3}" in workload
-    assert not (second.log_dir / "chain.json").exists()  # finished: the chain ends
+    assert chain(second)["next"] == ""  # finished: the chain ends
+    assert (chain(second)["link"], chain(second)["previous"]) == (1, first.job_id)
+    status = run_cli("status", second.job_id, cwd=tmp_path)
+    assert f"chain: continuation 1, after job {first.job_id}, the chain ends here" in status.stdout
     assert containers_of(second) == []
 
 
@@ -119,7 +127,7 @@ def test_a_continuation_runs_without_the_node_that_failed(tmp_path: Path) -> Non
         )
         assert rc != 0
         assert first.first_failure()[:2] == ("node2", "preflight")
-        assert json.loads((first.log_dir / "chain.json").read_text())["exclude"] == "node2"
+        assert chain(first)["next_excludes"] == "node2"
         second = chained_job(first)
         assert finish(second) == 0, second.log
     finally:
@@ -129,4 +137,4 @@ def test_a_continuation_runs_without_the_node_that_failed(tmp_path: Path) -> Non
         ["scontrol", "show", "job", "-o", second.job_id], capture_output=True, text=True
     ).stdout
     assert "ExcNodeList=node[2,4]" in info or "ExcNodeList=node2,node4" in info, info
-    assert not (second.log_dir / "chain.json").exists()  # it succeeded: no third run
+    assert chain(second)["next"] == ""  # it succeeded: no third run
