@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import os
 import shutil
 import subprocess
@@ -30,6 +31,9 @@ DEV_IMAGE = "clusterctl/dev:latest"
 BASE_IMAGE = "clusterctl/debian-base:bookworm"
 RAY_VERSION = "2.60.0"
 TORCH_VERSION = "2.13.0"
+# the stall watch's stack dumps (watch.stall_seconds); PyPI py-spy 0.4.3, manylinux wheel
+PY_SPY_VERSION = "0.4.3"
+RECIPE_LABEL = "clusterctl.dev.recipe"  # the Dockerfile's hash: a changed recipe rebuilds
 CTLD_PORT, SLURMD_DEFAULT_PORT, SLURMD_PORT_BASE = 16817, 16818, 17001
 APT_PACKAGES = (
     "slurm-wlm",
@@ -359,6 +363,20 @@ def image_ok(image: str = DEV_IMAGE) -> bool:
     return ok(["docker", "image", "inspect", image])
 
 
+def dev_image_current() -> bool:
+    """The dev image exists and was built from today's recipe."""
+    found = run(
+        ["docker", "image", "inspect", "--format",
+         "{{ index .Config.Labels \"" + RECIPE_LABEL + "\" }}", DEV_IMAGE],
+        check=False,
+    )  # fmt: skip
+    return found.returncode == 0 and found.stdout.strip() == dev_recipe()
+
+
+def dev_recipe() -> str:
+    return hashlib.sha256(dev_image_dockerfile().encode()).hexdigest()[:16]
+
+
 def pip_download(dest: Path, *requirements: str, deps: bool = True) -> None:
     """Wheels for the image's Python (3.11), fetched on the host: pip inside a build cannot
     reach an index here, and on air-gapped clusters nowhere can."""
@@ -400,7 +418,16 @@ def build_offline(
                 os.link(wheel, context / "wheels" / wheel.name)  # same file system: no copy
             except OSError:
                 shutil.copy2(wheel, context / "wheels" / wheel.name)
-        build_image(dockerfile, context, [DEV_IMAGE], {}, False, show, docker_host)
+        build_image(
+            dockerfile,
+            context,
+            [DEV_IMAGE],
+            {},
+            False,
+            show,
+            docker_host,
+            {RECIPE_LABEL: dev_recipe()},
+        )
     finally:
         shutil.rmtree(context, ignore_errors=True)
 
@@ -408,12 +435,17 @@ def build_offline(
 def wheelhouse(say: Say) -> Path:
     """ray[default] and torch wheels for Python 3.11, downloaded once."""
     wheels = CACHE_DIR / "wheels"
-    stamp = wheels / f".complete-ray{RAY_VERSION}-torch{TORCH_VERSION}"
+    stamp = wheels / f".complete-ray{RAY_VERSION}-torch{TORCH_VERSION}-pyspy{PY_SPY_VERSION}"
     if stamp.exists():
         return wheels
     wheels.mkdir(parents=True, exist_ok=True)
-    say(f"downloading wheels for ray[default]=={RAY_VERSION} and torch=={TORCH_VERSION}")
-    pip_download(wheels, f"ray[default]=={RAY_VERSION}", f"torch=={TORCH_VERSION}")
+    say(f"downloading wheels for ray[default]=={RAY_VERSION}, torch=={TORCH_VERSION}, py-spy")
+    pip_download(
+        wheels,
+        f"ray[default]=={RAY_VERSION}",
+        f"torch=={TORCH_VERSION}",
+        f"py-spy=={PY_SPY_VERSION}",
+    )
     stamp.touch()
     return wheels
 
@@ -458,7 +490,12 @@ def dev_image_dockerfile(ray_version: str = RAY_VERSION) -> str:
             "versions": {"ray": ray_version, "torch": TORCH_VERSION},
             "container": {
                 "image": DEV_IMAGE,
-                "build": {"dockerfile": "cpu", "base_image": BASE_IMAGE, "wheelhouse": "wheels"},
+                "build": {
+                    "dockerfile": "cpu",
+                    "base_image": BASE_IMAGE,
+                    "wheelhouse": "wheels",
+                    "pip_packages": [f"py-spy=={PY_SPY_VERSION}"],
+                },
             },
             "workload": {"framework": "command", "command": "true"},
         }
@@ -467,7 +504,7 @@ def dev_image_dockerfile(ray_version: str = RAY_VERSION) -> str:
 
 
 def build_image(say: Say, force: bool = False) -> None:
-    if image_ok() and not force:
+    if dev_image_current() and not force:
         return
     base_image(say)
     wheels = wheelhouse(say)

@@ -143,9 +143,10 @@ def scan_lines(lines: Iterable[tuple[str, int, str]]) -> list[Hit]:
 
 def scan_files(paths: Iterable[Path], notes: list[str] | None = None) -> list[Hit]:
     """Judge every readable regular file; what cannot be read is skipped and said in
-    ``notes`` (devices, FIFOs and unreadable files never stop the scan)."""
+    ``notes`` (devices, FIFOs and unreadable files never stop the scan). A stalled job's
+    stack dumps (stall/) are explained first."""
 
-    def lines() -> Iterator[tuple[str, int, str]]:
+    def lines_of(paths: Iterable[Path]) -> Iterator[tuple[str, int, str]]:
         for path in paths:
             try:
                 if not path.is_file():
@@ -159,4 +160,31 @@ def scan_files(paths: Iterable[Path], notes: list[str] | None = None) -> list[Hi
                 if notes is not None:
                     notes.append(f"{path}: skipped ({exc.strerror or exc})")
 
-    return scan_lines(lines())
+    listed = list(paths)
+    return [*stall_hits(listed), *scan_lines(lines_of(listed))]
+
+
+STALL = Signature(
+    "stall-evidence",
+    None,  # judged from the stall/ directory's stack dumps, not from one line
+    "the workload stalled: {meaning}",
+    "{cause}",
+    "{fix}",
+    "watch.stall_seconds captures this evidence (ray status, py-spy dumps, logs)",
+    "NeMo-RL and verl maintainers ask for py-spy dumps and ray status of hung jobs",
+)
+
+
+def stall_hits(paths: Iterable[Path]) -> list[Hit]:
+    """What the stack dumps in each stall/ directory among PATHS say."""
+    from clusterctl.doctor.stall import explain_directory
+
+    hits = []
+    for directory in sorted({p.parent for p in paths if p.parent.name == "stall"}):
+        found = explain_directory(directory)
+        if found is not None:
+            fields = {"meaning": found.meaning, "cause": found.cause, "fix": found.fix}
+            hits.append(
+                Hit(STALL, str(directory), 0, found.meaning, fields, files={str(directory)})
+            )
+    return hits

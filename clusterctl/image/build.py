@@ -85,6 +85,7 @@ def build_image(
     no_cache: bool,
     on_event: Callable[[BuildEvent], None],
     docker_host: str | None = None,
+    labels: dict[str, str] | None = None,
 ) -> BuildResult:
     """docker build DOCKERFILE in CONTEXT, tagged TAGS; every event goes to ON_EVENT."""
     if not context.is_dir():
@@ -103,6 +104,7 @@ def build_image(
             rm=True,
             forcerm=True,
             decode=True,
+            labels=labels or None,
         )
         image_id, steps, last_step = "", 0, ""
         for event in parse_build_stream(stream):

@@ -209,6 +209,10 @@ def docker_run_args(spec: JobSpec, env: dict[str, str]) -> list[str]:
         args += ["--ulimit", ulimit]
     if preset.vendor == "amd":
         args += ["--cap-add", "SYS_PTRACE", "--security-opt", "seccomp=unconfined"]
+    elif spec.watch.stall_seconds:
+        # py-spy reads other processes' memory: in Docker it needs SYS_PTRACE (py-spy
+        # README, "How do I run py-spy in Docker?", py-spy 0.3-0.4)
+        args += ["--cap-add", "SYS_PTRACE"]
     for mount in c.mounts:
         suffix = ":ro" if mount.read_only else ""
         args += ["--volume", f"{mount.source}:{mount.target}{suffix}"]

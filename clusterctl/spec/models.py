@@ -483,6 +483,42 @@ Workload = Annotated[
 ]
 
 
+def _grep_pattern(value: str) -> str:
+    """An extended regular expression as grep -E reads it: grep itself judges it."""
+    import subprocess
+
+    try:
+        proc = subprocess.run(
+            ["grep", "-E", "-e", value, "/dev/null"], capture_output=True, text=True, timeout=10
+        )
+    except OSError:
+        return value  # no grep here: the job's own grep judges it on the batch host
+    if proc.returncode == 2:
+        raise ValueError(f"grep -E refuses it: {proc.stderr.strip().removeprefix('grep: ')}")
+    return value
+
+
+class WatchSpec(Section):
+    """The workload's progress: a job that stops making progress without dying."""
+
+    stall_seconds: int | None = Field(
+        None,
+        ge=5,
+        le=604800,
+        description="seconds without progress after which the job counts as stalled: evidence "
+        "is captured in the log directory's stall/ (ray status, non-alive actors, py-spy dumps "
+        "of every Ray worker and the workload on every node, Ray log tails, dmesg); unset: off",
+    )
+    progress_pattern: Annotated[str, AfterValidator(_grep_pattern)] | None = Field(
+        None,
+        description="extended regex (grep -E) a progress line of the workload log matches, e.g. "
+        "'step:[0-9]+' for verl's console logger; default: any new output",
+    )
+    action: Literal["fail", "report"] = Field(
+        "fail", description="on a stall: fail the job naming it, or report and keep watching"
+    )
+
+
 class LogsSpec(Section):
     dir: Annotated[str, StringConstraints(pattern=r"^[^\x00\n]+$")] = Field(
         "clusterctl-logs", description="log root (relative to the submit directory)"
@@ -513,6 +549,7 @@ class JobSpec(Section):
     network: NetworkSpec = Field(default_factory=NetworkSpec)
     ray: RaySpec = Field(default_factory=RaySpec)
     selftest: SelftestSpec = Field(default_factory=SelftestSpec)
+    watch: WatchSpec = Field(default_factory=WatchSpec)
     workload: Workload
     logs: LogsSpec = Field(default_factory=LogsSpec)
     lint: LintSpec = Field(default_factory=LintSpec)

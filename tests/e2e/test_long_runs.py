@@ -4,6 +4,7 @@ trainer that counts steps and writes its own checkpoint stands in for the framew
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -138,3 +139,85 @@ def test_a_continuation_runs_without_the_node_that_failed(tmp_path: Path) -> Non
     ).stdout
     assert "ExcNodeList=node[2,4]" in info or "ExcNodeList=node2,node4" in info, info
     assert chain(second)["next"] == ""  # it succeeded: no third run
+
+
+# Ranks on every node all-reduce over gloo, step after step; at step 3 the last node's rank
+# hangs in its "data loader" while the others wait in all_reduce: the driver stops printing.
+HANG = """\
+import socket, time
+import ray
+import torch
+import torch.distributed as dist
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+
+def hang_in_data_loader():
+    time.sleep(3600)
+
+
+@ray.remote(num_cpus=0)
+class Rank:
+    def setup(self, rank, world, address):
+        self.rank, self.world = rank, world
+        dist.init_process_group("gloo", init_method=address, rank=rank, world_size=world)
+
+    def step(self, i):
+        if self.rank == self.world - 1 and i == 3:
+            hang_in_data_loader()
+        tensor = torch.ones(1024)
+        dist.all_reduce(tensor)
+        return float(tensor[0])
+
+
+ray.init()
+nodes = sorted((n for n in ray.nodes() if n["Alive"]), key=lambda n: n["NodeName"])
+on = [NodeAffinitySchedulingStrategy(n["NodeID"], soft=False) for n in nodes]
+ranks = [Rank.options(scheduling_strategy=strategy).remote() for strategy in on]
+with socket.socket() as s:
+    s.bind(("", 0))
+    port = s.getsockname()[1]
+address = f"tcp://{nodes[0]['NodeManagerAddress']}:{port}"
+ray.get([r.setup.remote(i, len(ranks), address) for i, r in enumerate(ranks)])
+for i in range(1, 1000):
+    ray.get([r.step.remote(i) for r in ranks])
+    print(f"step {i}", flush=True)
+"""
+
+
+def test_a_stalled_workload_is_caught_with_stack_dumps_and_explained(tmp_path: Path) -> None:
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "hang.py").write_text(HANG)
+    job, rc, _ = sbatch(
+        tmp_path,
+        render(
+            tmp_path,
+            "selftest.enabled=false",
+            f"container.mounts=[{{source: {code}, target: /code}}]",
+            "workload.command=python3 /code/hang.py",
+            "watch.stall_seconds=8",
+            "watch.progress_pattern=^step [0-9]+",
+        ),
+    )
+    assert rc == 1, job.log
+    node, phase, cause = job.first_failure()
+    assert (node, phase) == ("node1", "workload")
+    assert re.fullmatch(
+        rf"stalled: no workload progress for \d+s \(watch\.stall_seconds\); evidence in "
+        rf"\S+/stall \(clusterctl doctor --job {job.job_id} explains it\)",
+        cause,
+    )
+    assert "step 2" in (job.log_dir / "workload.log").read_text()
+    stall = job.log_dir / "stall"
+    assert "Node status" in (stall / "ray-status.txt").read_text()
+    dumps = {n: (stall / f"{n}.txt").read_text() for n in ("node1", "node2", "node3")}
+    assert "hang_in_data_loader" in dumps["node3"]
+    assert "all_reduce" in dumps["node1"] and "all_reduce" in dumps["node2"]
+    assert "stalled" in [e["phase"] for e in job.timeline()]
+    assert containers_of(job) == []
+    doctor = run_cli("doctor", "--job", job.job_id, "--json", cwd=tmp_path)
+    first = json.loads(doctor.stdout)[0]
+    assert first["id"] == "stall-evidence"
+    assert first["meaning"].startswith("the workload stalled: 2 of 3 ranks wait in all_reduce; ")
+    assert "node3 pid" in first["meaning"] and "hang_in_data_loader" in first["meaning"]
+    assert first["cause"].startswith("the collective waits for the rank(s) elsewhere: node3 ")

@@ -1,0 +1,57 @@
+"""doctor's reading of a stalled job's stack dumps, on evidence a real job captured."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from clusterctl.doctor.scan import scan_files
+from clusterctl.doctor.stall import explain, explain_directory, parse_evidence
+
+CAPTURED = Path(__file__).parent / "fixtures" / "stall" / "gloo-odd-rank"
+
+
+def test_the_rank_outside_the_collective_names_its_node() -> None:
+    found = explain_directory(CAPTURED)
+    assert found is not None
+    assert found.suspects == ("node3",)
+    assert found.meaning.startswith("2 of 3 ranks wait in all_reduce; 1 is elsewhere: node3 pid ")
+    assert "(ray::Rank.step) in hang_in_data_loader (hang.py:9)" in found.meaning
+    assert found.fix == "read the full dump in stall/node3.txt; fix or drain node3"
+
+
+def test_services_idle_workers_and_the_blocked_driver_are_not_ranks() -> None:
+    stacks = parse_evidence("node1", (CAPTURED / "node1.txt").read_text())
+    kinds = {s.command.split()[0]: s.kind() for s in stacks}
+    assert kinds["ray::DashboardAgent"] == "service"
+    assert kinds["ray::RuntimeEnvAgent"] == "service"
+    assert kinds["ray::Rank.step"] == "collective"
+    assert kinds["python3"] == "ray-wait"  # the workload's driver, in ray.get
+
+
+def test_when_every_rank_in_the_dumps_waits_the_peer_is_missing(tmp_path: Path) -> None:
+    for name in ("node1.txt", "node2.txt"):
+        shutil.copy(CAPTURED / name, tmp_path / name)
+    found = explain_directory(tmp_path)
+    assert found is not None and found.suspects == ("node1", "node2")
+    assert found.meaning == "every rank in the dumps (2, on node1, node2) waits in all_reduce"
+    assert found.cause.startswith("the peer they wait for is not among them")
+
+
+def test_an_image_without_py_spy_is_said(tmp_path: Path) -> None:
+    (tmp_path / "node1.txt").write_text("@@ evidence node1 now\n@@ py-spy is not in the image\n")
+    found = explain_directory(tmp_path)
+    assert found is not None
+    assert found.meaning == "no stack dumps: py-spy is not in the image (node1)"
+    assert "pip_packages: [py-spy]" in found.fix
+    lone = explain(parse_evidence("n", "@@ evidence n now\n@@ pid 7: ray::IDLE\n"))
+    assert lone is not None and lone.meaning == "no process held a stack"
+
+
+def test_doctor_puts_the_stall_explanation_first(tmp_path: Path) -> None:
+    stall = tmp_path / "stall"
+    shutil.copytree(CAPTURED, stall)
+    hits = scan_files(sorted(stall.iterdir()))
+    first = hits[0].as_dict()
+    assert first["id"] == "stall-evidence"
+    assert str(first["meaning"]).startswith("the workload stalled: 2 of 3 ranks wait in all_reduce")
