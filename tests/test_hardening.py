@@ -294,7 +294,7 @@ def test_protected_sbatch_options_cannot_be_smuggled(
 
 def test_harmless_sbatch_extras_pass() -> None:
     spec = load_spec_text(
-        "slurm: {extra: ['--requeue', '--mail-type=END', '--comment=abc']}\n" + BASE
+        "slurm: {extra: ['--nice=10', '--mail-type=END', '--comment=abc']}\n" + BASE
     )
     assert "--mail-type=END" in build_plan(spec.spec).sbatch_directives
 
