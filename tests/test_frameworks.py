@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterctl.errors import SpecError
 from clusterctl.lint.frameworks import fidelity_findings, fidelity_notes, parser_flags
 from clusterctl.spec import load_spec
 from tests.conftest import ROOT
@@ -316,3 +317,37 @@ def test_verl_model_on_the_hub_is_never_downloaded(verl_python: str) -> None:
     assert fidelity_findings(spec) == []
     (note,) = fidelity_notes(spec)
     assert note.startswith("verl 0.9.1: validate_config could not run: the model-dependent")
+
+
+@pytest.mark.parametrize(
+    "version, example, names",
+    [
+        ("0.11.2", "openrlhf-70b-h800.yaml", ("ckpt.path", "ckpt.save_steps", "ckpt.load_enable")),
+        (
+            "0.9.10",
+            "openrlhf-mi300x-single-node.yaml",
+            ("ckpt_path", "save_steps", "load_checkpoint"),
+        ),
+    ],
+)
+def test_resume_is_written_in_each_openrlhf_releases_own_names(
+    version: str, example: str, names: tuple[str, str, str]
+) -> None:
+    spec = load_spec(
+        ROOT / "examples" / example,
+        ["resume.checkpoint_dir=/ckpt/run", "resume.save_every=7"],
+    ).spec
+    args = spec.workload.args  # type: ignore[union-attr]
+    assert (args[names[0]], args[names[1]], args[names[2]]) == ("/ckpt/run", 7, True)
+    # the release's own parser and start-up checks take them
+    assert fidelity_findings(spec, installed("openrlhf", version)) == []
+
+
+def test_a_workload_setting_that_contradicts_resume_is_refused() -> None:
+    with pytest.raises(SpecError) as caught:
+        load_spec(VERL_EXAMPLE, ["workload.overrides.trainer.save_freq=5"])
+    [problem] = caught.value.problems
+    assert problem.path == 'workload.overrides["trainer.save_freq"]'
+    assert problem.message == (
+        "5 contradicts resume: (which sets trainer.save_freq to 20); set it in one place"
+    )

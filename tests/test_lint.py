@@ -216,6 +216,19 @@ CASES = [
         ["container.env.OPENAI_BASE_URL=http://x"],
     ),
     (
+        "checkpoint-on-shared-storage",
+        VERL,
+        ["resume.checkpoint_dir=/ckpt"],  # the container's own file system
+        ["resume.checkpoint_dir=/root/.cache/huggingface/ckpt"],
+    ),
+    ("checkpoint-on-shared-storage", VERL, ["resume.checkpoint_dir=/data/ckpt"], []),  # read-only
+    (
+        "checkpoint-on-shared-storage",
+        CPU,
+        ["container.mounts=[{source: /tmp/ck, target: /ck}]", "resume.checkpoint_dir=/ck/run"],
+        ["container.mounts=[{source: /shared/ck, target: /ck}]", "resume.checkpoint_dir=/ck/run"],
+    ),
+    (
         "literal-secret",
         ORL,
         ["workload.args.logger.wandb.key=0123abcd"],
@@ -254,8 +267,11 @@ def test_error_findings_name_field_line_and_fix() -> None:
     with pytest.raises(SpecError) as info:
         lint_or_raise(loaded)
     (problem,) = [p for p in info.value.problems if "[ray-2.12-rocm]" in p.message]
+    lines = VERL.read_text().splitlines()
+    versions = lines.index("versions:")
+    ray_line = next(i for i, line in enumerate(lines) if i > versions and line.startswith("  ray:"))
     assert problem.path == "versions.ray"
-    assert problem.line == 22
+    assert problem.line == ray_line + 1
     assert "fix: use Ray >= 2.45" in problem.message
 
 

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 
 from clusterctl.lint.registry import FieldPath, rule
 from clusterctl.lint.workload import (
-    OPENRLHF_DOTTED_SINCE,
     OPENRLHF_FLAGS,
     as_float,
     as_int,
@@ -22,6 +21,7 @@ from clusterctl.lint.workload import (
 from clusterctl.spec.images import image_versions, same_release
 from clusterctl.spec.models import JobSpec, OpenRLHFWorkload, VerlWorkload
 from clusterctl.spec.presets import PRESETS, RAY_HIP_SWITCH, parse_version
+from clusterctl.spec.resume import OPENRLHF_DOTTED_SINCE
 from clusterctl.spec.secrets import literal_secrets
 
 Findings = Iterator[tuple[FieldPath, str]]
@@ -568,7 +568,7 @@ def slurm_seconds(text: str) -> int | None:
     "error",
     "the time limit leaves no room for bring-up before the grace signal",
     "raise slurm.time, or lower slurm.signal_grace",
-    "sbatch --signal=B:TERM@signal_grace fires signal_grace seconds before the limit "
+    "sbatch --signal=B:USR1@signal_grace fires signal_grace seconds before the limit "
     "(slurm 22.05 sbatch(1)); issue 9: time 00:02:00 with grace 120 never ran its workload",
 )
 def _time_limit(spec: JobSpec) -> Findings:
@@ -645,3 +645,36 @@ def _loopback(spec: JobSpec) -> Findings:
 )
 def _secret(spec: JobSpec) -> Findings:
     yield from literal_secrets(spec)
+
+
+# ---- checkpoints ----------------------------------------------------------------------------
+
+# Host paths that are each node's own: a checkpoint there is not where the next run (on other
+# nodes) looks for it.
+NODE_LOCAL = re.compile(r"^/(tmp|var/tmp|dev/shm|run|local|scratch/local|mnt/local|nvme|raid)(/|$)")
+
+
+@rule(
+    "checkpoint-on-shared-storage",
+    "error",
+    "resume.checkpoint_dir must be on storage every node shares",
+    "mount a shared file system (container.mounts) and put resume.checkpoint_dir inside it",
+    "a continuation or requeued run starts on other nodes: checkpoints in the container's own "
+    "file system are removed with it, node-local disks are not where the next run looks "
+    "(verl default_local_dir / OpenRLHF ckpt path; issue 12)",
+)
+def _checkpoint_storage(spec: JobSpec) -> Findings:
+    target = spec.resume.checkpoint_dir
+    if target is None:
+        return
+    path = ("resume", "checkpoint_dir")
+    inside = target.rstrip("/") + "/"
+    mounts = [m for m in spec.container.mounts if inside.startswith(m.target.rstrip("/") + "/")]
+    if not mounts:
+        yield path, f"{target} is in the container's own file system: it goes with the container"
+        return
+    mount = max(mounts, key=lambda m: len(m.target))
+    if NODE_LOCAL.match(mount.source):
+        yield path, f"{target} is on {mount.source}, a node-local path of each host"
+    elif mount.read_only:
+        yield path, f"{target} is in a read-only mount ({mount.source})"

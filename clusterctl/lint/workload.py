@@ -40,8 +40,6 @@ OPENRLHF_FLAGS: dict[str, tuple[str, str]] = {
         "data.prompt_dataset",
     ),  # a bare flag in releases before param_dtype
 }
-# OpenRLHF 0.10.2 switched from flat (--actor_num_nodes) to dotted (--actor.num_nodes) flags.
-OPENRLHF_DOTTED_SINCE = (0, 10, 2)
 # OpenRLHF's argparse defaults for the settings the GPU budget depends on.
 OPENRLHF_DEFAULTS: dict[str, OverrideValue] = {
     "actor_nodes": 1,

@@ -19,6 +19,7 @@ from clusterctl.spec.models import (
     VerlWorkload,
 )
 from clusterctl.spec.presets import PRESETS, parse_version
+from clusterctl.spec.resume import resume_options
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,8 @@ def container_env(spec: JobSpec) -> dict[str, str]:
     env["RAY_health_check_timeout_ms"] = "1000"
     env["RAY_health_check_failure_threshold"] = str(spec.ray.node_timeout)
     env.update({k: _scalar(v) for k, v in spec.container.env.items()})
+    if isinstance(spec.workload, CommandWorkload):
+        env.update({k: str(v) for k, v in resume_options(spec).items()})
     return env
 
 

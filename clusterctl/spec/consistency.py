@@ -279,6 +279,7 @@ def check_consistency(spec: JobSpec) -> list[tuple[FieldPath, str]]:
                 f"slurm.signal_grace={slurm.signal_grace}s: raise signal_grace to {needed}",
             )
         )
+    out += _resume_conflicts(spec)
     if slurm.gres_type and slurm.gpu_request != "gres":
         out.append((("slurm", "gres_type"), "gres_type needs gpu_request: gres"))
     if c.pull == "load" and not c.load_from:
@@ -307,4 +308,30 @@ def check_consistency(spec: JobSpec) -> list[tuple[FieldPath, str]]:
         out.append((("workload", "command"), "the command is empty"))
     out += _sbatch_extras(spec) + _docker_extras(spec) + _verl(spec) + _ports(spec)
     out += list(unexpanded_references(spec)) + _argv_sizes(spec) + duplicate_requirements(spec)
+    return out
+
+
+def _resume_conflicts(spec: JobSpec) -> list[tuple[FieldPath, str]]:
+    """A workload setting that says otherwise than resume: (both are the same option)."""
+    from clusterctl.spec.models import OpenRLHFWorkload, VerlWorkload
+    from clusterctl.spec.resume import resume_options
+
+    wl = spec.workload
+    if isinstance(wl, VerlWorkload):
+        section, written = "overrides", dict(wl.overrides)
+    elif isinstance(wl, OpenRLHFWorkload):
+        section, written = "args", dict(wl.args)
+    else:
+        return []
+    out: list[tuple[FieldPath, str]] = []
+    for key, value in resume_options(spec).items():
+        for name in (key, f"+{key}", f"++{key}", f"--{key}"):
+            if name in written and str(written[name]).lower() != str(value).lower():
+                out.append(
+                    (
+                        ("workload", section, name),
+                        f"{written[name]!r} contradicts resume: (which sets {key} to {value!r}); "
+                        "set it in one place",
+                    )
+                )
     return out

@@ -519,6 +519,24 @@ class WatchSpec(Section):
     )
 
 
+class ResumeSpec(Section):
+    """Checkpoints and resume, set once: written as the framework's own options (verl
+    trainer.default_local_dir / save_freq / resume_mode, OpenRLHF --ckpt.path /
+    --ckpt.save_steps / --ckpt.load_enable or the flat names before 0.10.2)."""
+
+    checkpoint_dir: AbsPath | None = Field(
+        None,
+        description="where checkpoints go, as the container sees it: on storage every node "
+        "shares (a container.mounts target); unset: no resume settings",
+    )
+    save_every: int | None = Field(
+        None, ge=1, le=10_000_000, description="save a checkpoint every this many steps"
+    )
+    from_latest: bool = Field(
+        True, description="a run starts from the newest checkpoint in checkpoint_dir"
+    )
+
+
 class LogsSpec(Section):
     dir: Annotated[str, StringConstraints(pattern=r"^[^\x00\n]+$")] = Field(
         "clusterctl-logs", description="log root (relative to the submit directory)"
@@ -550,6 +568,7 @@ class JobSpec(Section):
     ray: RaySpec = Field(default_factory=RaySpec)
     selftest: SelftestSpec = Field(default_factory=SelftestSpec)
     watch: WatchSpec = Field(default_factory=WatchSpec)
+    resume: ResumeSpec = Field(default_factory=ResumeSpec)
     workload: Workload
     logs: LogsSpec = Field(default_factory=LogsSpec)
     lint: LintSpec = Field(default_factory=LintSpec)
@@ -580,7 +599,23 @@ class JobSpec(Section):
             c.group_add = list(preset.group_add)
         if c.build is not None and c.build.dockerfile is None:
             c.build.dockerfile = preset.dockerfile
+        self._fill_resume_options()
         return self
+
+    def _fill_resume_options(self) -> None:
+        """resume: as the framework's own options, where the workload does not set them
+        (a different value there is reported by check_consistency)."""
+        from clusterctl.spec.resume import resume_options
+
+        wl = self.workload
+        if isinstance(wl, VerlWorkload):
+            for key, value in resume_options(self).items():
+                if not any(k in wl.overrides for k in (key, f"+{key}", f"++{key}")):
+                    wl.overrides[key] = value
+        elif isinstance(wl, OpenRLHFWorkload):
+            for key, value in resume_options(self).items():
+                if key not in wl.args and f"--{key}" not in wl.args:
+                    wl.args[key] = value
 
 
 def spec_json_schema() -> dict[str, Any]:
