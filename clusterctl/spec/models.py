@@ -514,6 +514,14 @@ class WatchSpec(Section):
         description="extended regex (grep -E) a progress line of the workload log matches, e.g. "
         "'step:[0-9]+' for verl's console logger; default: any new output",
     )
+    gpu_busy_percent: int = Field(
+        10,
+        ge=0,
+        le=100,
+        description="on GPU presets, before a stall is declared: a GPU at or above this "
+        "utilisation on any node (nvidia-smi / rocm-smi) counts as progress (long steps print "
+        "nothing); 0: the log alone decides",
+    )
     action: Literal["fail", "report"] = Field(
         "fail", description="on a stall: fail the job naming it, or report and keep watching"
     )
