@@ -483,3 +483,22 @@ def test_the_preflight_takes_the_tarball_id_the_batch_side_wrote(tmp_path: Path)
     results = json.loads((tmp_path / "verify.json").read_text())
     [image] = [r for r in results if r["check"] == "image"]
     assert image["status"] == FAIL and image["reason"].endswith("the job's is sha256:efefefefefef")
+
+
+def test_verify_expects_the_image_the_tarballs_id_file_names(tmp_path: Path) -> None:
+    from clusterctl.verify.expect import expectations, with_tarball_id
+
+    tarball = tmp_path / "dev.tar"
+    (tmp_path / "dev.tar.id").write_text("sha256:" + "12" * 32 + "\n")
+    spec = load_spec(
+        ROOT / "examples" / "cpu-dev-cluster.yaml",
+        ["container.pull=load", f"container.load_from={tarball}"],
+    ).spec
+    expect = with_tarball_id(expectations(spec, None), spec)
+    assert expect.image_id == "sha256:" + "12" * 32 and expect.image_reloads
+    pinned = load_spec(
+        ROOT / "examples" / "cpu-dev-cluster.yaml",
+        ["container.pull=load", f"container.load_from={tarball}",
+         "container.image_id=sha256:" + "34" * 32],
+    ).spec  # fmt: skip
+    assert with_tarball_id(expectations(pinned, None), pinned).image_id == "sha256:" + "34" * 32

@@ -15,7 +15,7 @@ import click
 from clusterctl.console import user_errors
 from clusterctl.errors import UsageError
 from clusterctl.ssh import SshOptions
-from clusterctl.verify.expect import expectations
+from clusterctl.verify.expect import expectations, with_tarball_id
 from clusterctl.verify.judges import (
     FAIL,
     Expect,
@@ -96,7 +96,8 @@ def verify(
             gathered = gather_srun(script, nodelist, count)
         else:
             raise UsageError("not inside an allocation: give --hosts, --job or --local")
-        results, facts = judge_gathered(gathered, expectations(loaded.spec, live_jobs()))
+        expect = with_tarball_id(expectations(loaded.spec, live_jobs()), loaded.spec)
+        results, facts = judge_gathered(gathered, expect)
     if as_json:
         click.echo(
             json.dumps(

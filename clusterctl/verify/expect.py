@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from clusterctl.image.archive import read_image_id
@@ -11,22 +12,30 @@ from clusterctl.verify.judges import Expect
 
 
 def expectations(spec: JobSpec, live_jobs: frozenset[str] | None) -> Expect:
-    """The Expect of SPEC's job; LIVE_JOBS: the SLURM jobs still running (None: unknown).
-    With container.pull: load, the tarball's ID file (when readable here) names the image."""
+    """The Expect of SPEC's job; LIVE_JOBS: the SLURM jobs still running (None: unknown)."""
     preset = PRESETS[spec.hardware.preset]
     c = spec.container
-    loads = c.pull == "load" and c.load_from is not None
     return Expect(
         vendor=preset.vendor,
         gpus_per_node=spec.slurm.gpus_per_node or 0,
-        image=spec.container.image,
+        image=c.image,
         fabric=spec.network.fabric or preset.default_fabric,
         hcas=tuple(spec.network.hcas),
         gid_index=spec.network.gid_index,
         live_jobs=live_jobs,
-        image_id=c.image_id or (read_image_id(c.load_from) if loads and c.load_from else None),
-        image_reloads=loads,
+        image_id=c.image_id,
+        image_reloads=c.pull == "load",
     )
+
+
+def with_tarball_id(expect: Expect, spec: JobSpec) -> Expect:
+    """Before the job (verify): with container.pull: load, the ID file beside the tarball,
+    when it is readable here, names the image every node must end up with. (The job's own
+    batch side reads it when the job runs.)"""
+    c = spec.container
+    if expect.image_id or c.pull != "load" or not c.load_from:
+        return expect
+    return dataclasses.replace(expect, image_id=read_image_id(c.load_from))
 
 
 def expect_json(spec: JobSpec) -> str:
