@@ -102,7 +102,7 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         os.killpg(head.pid, signal.SIGTERM)
         try:
-            head.wait(timeout=30)
+            head.wait(timeout=5)  # ray start --block lingers on SIGTERM: do not wait it out
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
 

@@ -72,7 +72,8 @@ def sbatch_directives(spec: JobSpec) -> list[str]:
             out.append(f"--{name}={value}")
     if s.exclusive:
         out.append("--exclusive")
-    out.append("--requeue" if s.requeue else "--no-requeue")
+    if s.requeue is not None:
+        out.append("--requeue" if s.requeue else "--no-requeue")
     # The batch shell alone gets SIGUSR1 before the time limit (scancel and preemption send
     # SIGTERM to every step): the workload can checkpoint and the trap clean up while new job
     # steps are still allowed.

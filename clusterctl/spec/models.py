@@ -195,10 +195,11 @@ class SlurmSpec(Section):
         "(verl also gets the stop time for its own save, OpenRLHF is stopped with ray job "
         "stop; 0: stopped at once)",
     )
-    requeue: bool = Field(
-        False,
-        description="sbatch --requeue: SLURM may requeue the job after a node failure or a "
-        "preemption (each run keeps its own log directory)",
+    requeue: bool | None = Field(
+        None,
+        description="true: sbatch --requeue (SLURM may requeue the job after a node failure or "
+        "a preemption; each run keeps its own log directory); false: --no-requeue; unset: the "
+        "cluster's JobRequeue default",
     )
     continuations: int = Field(
         0,

@@ -47,8 +47,12 @@ class Job:
         return match.group(1), match.group(2), match.group(3)
 
 
-def render(workdir: Path, *sets: str) -> Path:
+def render(workdir: Path, *sets: str, selftest: bool = False) -> Path:
+    """The CPU example's job.sbatch with SETS; the self-test runs only where a test is about
+    it (it has its own tests; elsewhere it would add seconds to every job)."""
     args = ["render", str(CPU_EXAMPLE), "-o", str(workdir / "bundle")]
+    if not selftest:
+        sets = ("selftest.enabled=false", *sets)
     for assignment in sets:
         args += ["--set", assignment]
     result = run_cli(*args)
@@ -129,7 +133,7 @@ def node3_engine() -> Iterator[str]:
 
 
 def test_three_node_job_completes_and_workload_sees_three_nodes(tmp_path: Path) -> None:
-    job, rc, _ = sbatch(tmp_path, render(tmp_path))
+    job, rc, _ = sbatch(tmp_path, render(tmp_path, selftest=True))
     assert rc == 0, job.log
     assert "workload sees 3 ray nodes: ['node1', 'node2', 'node3']" in job.log
     assert "selftest: 3 nodes ran tasks; versions identical: python 3." in job.log
@@ -239,7 +243,8 @@ def test_selftest_stops_the_job_on_a_placement_that_cannot_fit_and_a_slow_fabric
     # never fits (the CPU run of the placement rehearsal GPU jobs get), and no fabric here
     # reaches 100000 GB/s: both are reported, the first fails the job before the workload
     job, rc, elapsed = sbatch(
-        tmp_path, render(tmp_path, "selftest.rollout_tp=2", "selftest.min_busbw_gbps=100000")
+        tmp_path,
+        render(tmp_path, "selftest.rollout_tp=2", "selftest.min_busbw_gbps=100000", selftest=True),
     )
     assert rc != 0
     node, phase, cause = job.first_failure()

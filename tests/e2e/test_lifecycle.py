@@ -25,7 +25,7 @@ from tests.e2e.test_jobs import CPU_EXAMPLE, Job, containers_of, finish, render,
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("dev_cluster")]
 CLUSTERCTL = str(Path(sys.executable).parent / "clusterctl")  # the console script itself
-FAST = ("selftest.enabled=false",)  # these tests are not about the self-test
+FAST = ("selftest.enabled=false",)  # for jobs not rendered by render(): not about the self-test
 
 
 def image_id(image: str, docker_host: str | None = None) -> str:
@@ -54,7 +54,7 @@ def test_a_pinned_image_id_fails_the_node_holding_another_image_under_the_tag(
 ) -> None:
     stale = cluster.put_other_image(node3_stale)
     good = image_id(cluster.DEV_IMAGE)
-    job, rc, elapsed = sbatch(tmp_path, render(tmp_path, f"container.image_id={good}", *FAST))
+    job, rc, elapsed = sbatch(tmp_path, render(tmp_path, f"container.image_id={good}"))
     assert rc != 0
     node, phase, cause = job.first_failure()
     assert (node, phase) == ("node3", "preflight")
@@ -70,7 +70,7 @@ def test_image_save_then_the_preflight_loads_it_over_another_image_on_one_node(
 ) -> None:
     stale = cluster.put_other_image(node3_stale)
     tarball = tmp_path / "shared" / "dev.tar"
-    spec_sets = ("container.pull=load", f"container.load_from={tarball}", *FAST)
+    spec_sets = ("container.pull=load", f"container.load_from={tarball}")
     saved = run_cli(
         "image", "save", str(CPU_EXAMPLE), *[a for s in spec_sets for a in ("--set", s)],
         timeout=600,

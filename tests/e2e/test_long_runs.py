@@ -52,7 +52,6 @@ def trainer_job(tmp_path: Path, *sets: str) -> Path:
     return render(
         tmp_path,
         "slurm.nodes=2",
-        "selftest.enabled=false",
         f"container.mounts=[{{source: {ckpt}, target: /ckpt}}]",
         "workload.command=python3 /ckpt/train.py",
         *sets,
@@ -120,7 +119,6 @@ def test_a_continuation_runs_without_the_node_that_failed(tmp_path: Path) -> Non
                 tmp_path,
                 "slurm.nodes=2",
                 "slurm.exclude=node4",
-                "selftest.enabled=false",
                 "slurm.continuations=2",
                 "slurm.retry_exclude_bad_nodes=true",
                 "workload.command=echo done",
@@ -192,7 +190,6 @@ def test_a_stalled_workload_is_caught_with_stack_dumps_and_explained(tmp_path: P
         tmp_path,
         render(
             tmp_path,
-            "selftest.enabled=false",
             f"container.mounts=[{{source: {code}, target: /code}}]",
             "workload.command=python3 /code/hang.py",
             "watch.stall_seconds=8",
