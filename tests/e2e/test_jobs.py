@@ -340,7 +340,7 @@ def test_a_requeued_run_has_its_own_log_directory_and_timeline(tmp_path: Path) -
     script = render(
         tmp_path,
         "slurm.nodes=2",
-        'slurm.extra=["--requeue"]',
+        "slurm.requeue=true",
         f'container.mounts=[{{"source": "{tmp_path}", "target": "/shared"}}]',
         "workload.command=test -e /shared/marker && echo second run && exit 0; "
         "touch /shared/marker; sleep 600",
@@ -515,8 +515,9 @@ def test_time_limit_cleans_up_before_slurm_kills(tmp_path: Path) -> None:
     )
     job, rc, elapsed = sbatch(tmp_path, script)
     assert rc == 75  # stopped at the time limit: unfinished, resumable
-    node, phase, cause = job.first_failure()
-    assert (node, phase) == ("node1", "workload")
+    # SLURM checks time limits every 30 s or so: the warning may come in any phase
+    node, _, cause = job.first_failure()
+    assert node == "node1"
     assert cause == "time limit: SLURM's warning, 40s before the limit (slurm.signal_grace)"
     assert elapsed < 150
     assert containers_of(job) == []
