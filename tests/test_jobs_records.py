@@ -10,7 +10,7 @@ import pytest
 
 from clusterctl.errors import UsageError
 from clusterctl.jobs.records import read_timeline, run_directories, summarize
-from clusterctl.jobs.slurm import has_ended, parse_scontrol_job
+from clusterctl.jobs.slurm import has_ended, job_state, parse_sacct_job, parse_scontrol_job
 
 CLEAN_JOB = Path(__file__).parent / "fixtures" / "doctor" / "clean-job"
 
@@ -83,3 +83,22 @@ def test_scontrol_output_is_read_as_slurm_prints_it() -> None:
     assert has_ended(ended)
     assert parse_scontrol_job("slurm_load_jobs error: Invalid job id specified") is None
     assert has_ended(None)
+
+
+def test_sacct_knows_a_job_slurmctld_has_forgotten() -> None:
+    # sacct -X -n -P -o JobID,JobName,State,NodeList,Elapsed,ExitCode -j ID (sacct(1))
+    state = parse_sacct_job("4242|verl-gsm8k|CANCELLED by 0|gpu-[01-02]|02:13:07|0:15\n")
+    assert state is not None
+    assert (state.job_id, state.name, state.state) == ("4242", "verl-gsm8k", "CANCELLED")
+    assert (state.nodes, state.elapsed, state.exit_code) == ("gpu-[01-02]", "02:13:07", "0:15")
+    assert has_ended(state)
+    pending = parse_sacct_job("4243|x|PENDING|None assigned|00:00:00|0:0")
+    assert pending is not None and pending.nodes == "" and not has_ended(pending)
+    assert parse_sacct_job("") is None
+
+
+@pytest.mark.cluster
+@pytest.mark.usefixtures("dev_cluster")
+def test_a_job_neither_slurmctld_nor_accounting_knows_is_none() -> None:
+    # the dev cluster keeps no accounting: sacct fails, and that is not an error
+    assert job_state("999999") is None

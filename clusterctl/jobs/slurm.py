@@ -35,8 +35,31 @@ def parse_scontrol_job(text: str) -> JobState | None:
     )
 
 
+SACCT_FIELDS = "JobID,JobName,State,NodeList,Elapsed,ExitCode"
+
+
+def parse_sacct_job(text: str) -> JobState | None:
+    """`sacct -X -n -P -o SACCT_FIELDS -j ID` output (one job line, fields split by |)."""
+    for line in text.splitlines():
+        fields = line.split("|")
+        if len(fields) != 6 or not fields[0]:
+            continue
+        job_id, name, state, nodes, elapsed, exit_code = fields
+        # "CANCELLED by 0": the state is the first word
+        return JobState(
+            job_id,
+            name,
+            state.split()[0] if state else "UNKNOWN",
+            "" if nodes in ("None assigned", "(null)") else nodes,
+            elapsed,
+            exit_code,
+        )
+    return None
+
+
 def job_state(job_id: str) -> JobState | None:
-    """SLURM's view of the job (None: it has left slurmctld's memory, or no SLURM here)."""
+    """SLURM's view of the job: slurmctld's (scontrol), else the accounting database's
+    (sacct) once slurmctld has forgotten it (MinJobAge); None when neither knows it."""
     if shutil.which("scontrol") is None:
         return None
     proc = subprocess.run(
@@ -46,7 +69,17 @@ def job_state(job_id: str) -> JobState | None:
         timeout=30,
         check=False,
     )
-    return parse_scontrol_job(proc.stdout) if proc.returncode == 0 else None
+    state = parse_scontrol_job(proc.stdout) if proc.returncode == 0 else None
+    if state is not None or shutil.which("sacct") is None:
+        return state
+    accounted = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-o", SACCT_FIELDS, "-j", job_id],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )  # fails where accounting storage is disabled (the dev cluster): nothing more known
+    return parse_sacct_job(accounted.stdout) if accounted.returncode == 0 else None
 
 
 def queued(job_id: str) -> bool:
