@@ -6,6 +6,7 @@ need them, so ``clusterctl --help`` and ``clusterctl validate`` stay fast.
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 import sys
 from collections.abc import Callable
@@ -17,11 +18,10 @@ import click
 from clusterctl import __version__
 from clusterctl.console import user_errors
 from clusterctl.errors import UsageError
-from clusterctl.remote import DEFAULT_REMOTE_DIR, LoginNode
+from clusterctl.remote import DEFAULT_REMOTE_DIR, login_node, remote_options
 
 if TYPE_CHECKING:
     from clusterctl.spec.loader import LoadedSpec
-    from clusterctl.spec.profiles import Profile
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -54,54 +54,6 @@ def allow_option(func: F) -> F:
         metavar="RULE",
         help="Let this lint rule fail without blocking (repeatable); adds to lint.allow.",
     )(func)
-
-
-def remote_options(func: F) -> F:
-    """Options that say how to reach a login node over SSH (submit and the job commands)."""
-    for option in reversed(
-        [
-            click.option(
-                "--remote-dir",
-                help="Jobs directory on the login node "
-                f"(default: the profile's, else {DEFAULT_REMOTE_DIR})",
-            ),
-            click.option("--remote-clusterctl", help="clusterctl's path on the login node."),
-            click.option(
-                "--ssh-config",
-                type=click.Path(dir_okay=False, path_type=Path),
-                help="SSH config file (default ~/.ssh/config).",
-            ),
-            click.option(
-                "--accept-new-host-keys",
-                is_flag=True,
-                help="Trust host keys not yet in known_hosts (refused by default).",
-            ),
-        ]
-    ):
-        func = option(func)
-    return func
-
-
-def login_node(
-    host: str | None,
-    profile: Profile | None,
-    remote_dir: str | None,
-    remote_clusterctl: str | None,
-    ssh_config: Path | None,
-    accept_new_host_keys: bool,
-) -> LoginNode:
-    """The login node from the options, the profile filling what they leave out."""
-    from clusterctl.ssh import SshOptions
-
-    chosen = host or (profile.login_host if profile else None)
-    if not chosen:
-        raise UsageError("no login host: give --host, or a profile with login_host")
-    return LoginNode(
-        chosen,
-        remote_dir or (profile.remote_dir if profile else DEFAULT_REMOTE_DIR),
-        remote_clusterctl or (profile.remote_clusterctl if profile else "clusterctl"),
-        SshOptions(ssh_config, accept_new_host_keys),
-    )
 
 
 def load_checked(
@@ -305,8 +257,8 @@ def submit(
         click.echo(f"next: clusterctl status {job}{again}; clusterctl logs {job} -f{again}; "
                    f"clusterctl cancel {job}{again}")  # fmt: skip
         if wait:
-            waiting = LoginNode(login.host, done.remote_dir, login.clusterctl, login.ssh)
-            sys.exit(run_clusterctl(waiting, ["wait", job]))
+            at_job = dataclasses.replace(login, remote_dir=done.remote_dir)
+            sys.exit(run_clusterctl(at_job, ["wait", job]))
 
 
 @main.command()

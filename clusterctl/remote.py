@@ -14,14 +14,19 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
 
 from clusterctl.errors import UsageError
 from clusterctl.ssh import SshClient, SshOptions, require_paramiko, ssh_error
 
 if TYPE_CHECKING:
     from clusterctl.render.bundle import Bundle
+    from clusterctl.spec.profiles import Profile
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_REMOTE_DIR = "clusterctl-jobs"
 NOT_FOUND = 127  # what a shell returns for a command it cannot find
@@ -172,3 +177,52 @@ def _write_local(data: bytes, is_stderr: bool) -> None:
     stream = sys.stderr if is_stderr else sys.stdout
     stream.buffer.write(data)
     stream.flush()
+
+
+# ---- the command-line side: how a command names the login node ----
+
+
+def remote_options(func: F) -> F:
+    """Options that say how to reach a login node over SSH (submit and the job commands)."""
+    for option in reversed(
+        [
+            click.option(
+                "--remote-dir",
+                help="Jobs directory on the login node "
+                f"(default: the profile's, else {DEFAULT_REMOTE_DIR})",
+            ),
+            click.option("--remote-clusterctl", help="clusterctl's path on the login node."),
+            click.option(
+                "--ssh-config",
+                type=click.Path(dir_okay=False, path_type=Path),
+                help="SSH config file (default ~/.ssh/config).",
+            ),
+            click.option(
+                "--accept-new-host-keys",
+                is_flag=True,
+                help="Trust host keys not yet in known_hosts (refused by default).",
+            ),
+        ]
+    ):
+        func = option(func)
+    return func
+
+
+def login_node(
+    host: str | None,
+    profile: Profile | None,
+    remote_dir: str | None,
+    remote_clusterctl: str | None,
+    ssh_config: Path | None,
+    accept_new_host_keys: bool,
+) -> LoginNode:
+    """The login node from the options, the profile filling what they leave out."""
+    chosen = host or (profile.login_host if profile else None)
+    if not chosen:
+        raise UsageError("no login host: give --host, or a profile with login_host")
+    return LoginNode(
+        chosen,
+        remote_dir or (profile.remote_dir if profile else DEFAULT_REMOTE_DIR),
+        remote_clusterctl or (profile.remote_clusterctl if profile else "clusterctl"),
+        SshOptions(ssh_config, accept_new_host_keys),
+    )

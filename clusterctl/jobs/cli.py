@@ -26,6 +26,7 @@ from clusterctl.jobs.records import (
     summarize,
 )
 from clusterctl.jobs.slurm import has_ended, job_state, queued, scancel
+from clusterctl.remote import remote_options
 
 CANCEL_DEADLINE = 120  # seconds for a cancelled job to leave RUNNING (its cleanup included)
 
@@ -45,7 +46,6 @@ REMOTE_PARAMS = ("host", "profile", "remote_dir", "remote_clusterctl", "ssh_conf
 def on_login_node(func: Callable[..., None]) -> Callable[..., None]:
     """--host / --profile: run the same command on the login node over SSH (clusterctl
     there), its output streamed back and its exit status returned."""
-    from clusterctl.cli import remote_options
 
     @functools.wraps(func)
     def wrapper(**params: Any) -> None:
@@ -53,8 +53,7 @@ def on_login_node(func: Callable[..., None]) -> Callable[..., None]:
         if host is None and profile_name is None:
             func(**{k: v for k, v in params.items() if k not in REMOTE_PARAMS})
             return
-        from clusterctl.cli import login_node
-        from clusterctl.remote import run_clusterctl
+        from clusterctl.remote import login_node, run_clusterctl
         from clusterctl.spec.profiles import load_profile
 
         with user_errors():
