@@ -3,6 +3,7 @@ and the whole program against a real Ray head started here on loopback."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -14,7 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from clusterctl.render.placement import placement_shapes
 from clusterctl.runtime.ray_wait import EXIT_HEAD, EXIT_JOIN, EXIT_SELFTEST, describe, join_problems
+from clusterctl.spec import load_spec
+from tests.conftest import ROOT
 
 # What ray.nodes() returns (fields as Ray 2.60 reports them; values from the dev cluster).
 NODES = [
@@ -105,6 +109,15 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             head.wait(timeout=5)  # ray start --block lingers on SIGTERM: do not wait it out
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
+
+
+def rollout_json(engines: int, tp: int) -> str:
+    """--placement for ENGINES rollout engines of TP CPUs, as the renderer writes it."""
+    spec = load_spec(
+        ROOT / "examples" / "cpu-dev-cluster.yaml",
+        [f"selftest.rollout_tp={tp}", f"selftest.rollout_engines={engines}"],
+    ).spec
+    return json.dumps([shape.as_json() for shape in placement_shapes(spec)])
 
 
 def waiter(address: str, nodes: str, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -199,12 +212,70 @@ def test_busbw_is_nccl_tests_formula() -> None:
     assert busbw_allreduce(16 * 10**9, 2.0, 4) == (8.0, 12.0)
 
 
-def test_a_rollout_engine_wider_than_any_node_is_refused_at_once() -> None:
-    from clusterctl.runtime.ray_wait import rollout_fit_problem
+def test_a_strict_pack_group_no_node_can_hold_is_refused_at_once() -> None:
+    from clusterctl.runtime.ray_wait import strict_pack_problem
 
-    problem = rollout_fit_problem((2, 16, "GPU"), {"node1": 8.0, "node2": 8.0})
-    assert problem is not None and "TP 16 needs 16 GPU on one node" in problem
-    assert rollout_fit_problem((2, 8, "GPU"), {"node1": 8.0}) is None
+    # verl's trainer pool on a node whose Ray registered 16 CPUs (a cgroup limit, verl#523):
+    # 8 bundles of {CPU: 3, GPU: 1} need 24 CPUs on one node
+    (pool, _) = placement_shapes(load_spec(ROOT / "examples" / "verl-gsm8k-mi300x.yaml").spec)
+    offers = {"node1": {"CPU": 16.0, "GPU": 8.0}, "node2": {"CPU": 96.0, "GPU": 4.0}}
+    problem = strict_pack_problem(pool.as_json(), offers)
+    assert problem == (
+        "verl trainer pool: a STRICT_PACK group of 8 x {CPU: 3, GPU: 1} needs {CPU: 24, GPU: 8} "
+        "on one node, and no node offers that (the most: {CPU: 96, GPU: 8}); it would never be "
+        "placed"
+    )
+    assert strict_pack_problem(pool.as_json(), {"node1": {"CPU": 96.0, "GPU": 8.0}}) is None
+    # PACK groups may spread over nodes: nothing to refuse before placing them
+    assert strict_pack_problem({**pool.as_json(), "strategy": "PACK"}, offers) is None
+
+
+def test_placement_shapes_follow_each_framework() -> None:
+    verl = load_spec(ROOT / "examples" / "verl-gsm8k-mi300x.yaml").spec
+    pool, rollout = placement_shapes(verl)
+    assert (pool.stage, pool.strategy, pool.copies) == ("verl trainer pool", "STRICT_PACK", 2)
+    assert (pool.bundle, pool.size) == ({"CPU": 3, "GPU": 1}, 8)  # verl 0.9.1 RayResourcePool
+    assert (rollout.strategy, rollout.copies, rollout.size) == ("STRICT_PACK", 8, 2)
+    openrlhf = load_spec(ROOT / "examples" / "openrlhf-70b-h800.yaml").spec
+    (shared,) = placement_shapes(openrlhf)  # colocate_all: the engines share the actor's group
+    assert (shared.strategy, shared.size, shared.tp) == ("PACK", 16, 4)
+    assert shared.bundle == {"GPU": 1, "CPU": 1}
+    # a CPU-only cluster places CPUs where GPUs would be
+    cpu = load_spec(ROOT / "examples" / "cpu-dev-cluster.yaml", ["selftest.rollout_tp=2"]).spec
+    (engines,) = placement_shapes(cpu)
+    assert (engines.bundle, engines.size, engines.copies) == ({"CPU": 1}, 2, 1)
+
+
+@pytest.mark.parametrize("version", ["0.9.10", "0.11.2"])
+def test_engine_slices_agree_with_openrlhf_get_bundle_indices(
+    version: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # OpenRLHF's own function, from the release's source, on a placement group table as Ray
+    # returns it: 6 bundles PACKed 3 + 3 on two nodes, in interleaved bundle order
+    import importlib.util
+
+    import ray.util
+
+    from clusterctl.runtime.ray_wait import engine_slices
+    from tests.test_frameworks import installed
+
+    (path,) = installed("openrlhf", version)
+    spec = importlib.util.spec_from_file_location(
+        "openrlhf_ray_utils", Path(path) / "openrlhf" / "trainer" / "ray" / "utils.py"
+    )
+    assert spec is not None and spec.loader is not None
+    utils = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(utils)
+    table = {"bundles_to_node_id": {0: "n1", 1: "n2", 2: "n1", 3: "n2", 4: "n1", 5: "n2"}}
+    monkeypatch.setattr(ray.util, "placement_group_table", lambda pg: table, raising=False)
+    for tp in (1, 2, 3):
+        real = [
+            [table["bundles_to_node_id"][i] for i in utils.get_bundle_indices(None, e, tp)]
+            for e in range(6 // tp)
+        ]
+        assert engine_slices(table["bundles_to_node_id"], tp) == real
+    # TP 2 over 3 + 3 bundles: the middle engine straddles the two nodes
+    assert engine_slices(table["bundles_to_node_id"], 2)[1] == ["n1", "n2"]
 
 
 def test_selftest_places_rollout_engines_on_a_real_cluster(ray_head: str) -> None:
@@ -214,13 +285,16 @@ def test_selftest_places_rollout_engines_on_a_real_cluster(ray_head: str) -> Non
         "--join-deadline",
         "30",
         "--selftest",
-        "--rollout",
-        "1:1:CPU",
+        "--placement",
+        rollout_json(engines=1, tp=1),
         "--selftest-deadline",
         "60",
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "selftest: placement: 1 rollout engines of TP 1 (CPU) placed in" in result.stdout
+    assert (
+        "selftest: placement: rollout engines: 1 x STRICT_PACK 1 x {CPU: 1} (TP 1) placed in"
+        in result.stdout
+    )
     assert "versions identical: python" in result.stdout
 
 
@@ -232,15 +306,16 @@ def test_selftest_fails_a_placement_the_cluster_cannot_hold(ray_head: str) -> No
         "--join-deadline",
         "30",
         "--selftest",
-        "--rollout",
-        "1:2:CPU",
+        "--placement",
+        rollout_json(engines=1, tp=2),
         "--selftest-deadline",
         "60",
     )
     assert result.returncode == EXIT_SELFTEST, result.stdout + result.stderr
     assert (
-        "clusterctl: FAIL node=all phase=selftest: a rollout engine of TP 2 needs 2 CPU on one "
-        "node, and no node offers more than 1" in result.stdout
+        "clusterctl: FAIL node=all phase=selftest: rollout engines: a STRICT_PACK group of 2 x "
+        "{CPU: 1} needs {CPU: 2} on one node, and no node offers that (the most: {CPU: 1})"
+        in result.stdout
     )
     # two engines of TP 1 fit one at a time, not both at once: the real placement says so
     result = waiter(
@@ -249,13 +324,16 @@ def test_selftest_fails_a_placement_the_cluster_cannot_hold(ray_head: str) -> No
         "--join-deadline",
         "30",
         "--selftest",
-        "--rollout",
-        "2:1:CPU",
+        "--placement",
+        rollout_json(engines=2, tp=1),
         "--selftest-deadline",
         "8",
     )
     assert result.returncode == EXIT_SELFTEST, result.stdout + result.stderr
-    assert "only 1 of 2 rollout engines (TP 1, STRICT_PACK on one node each)" in result.stdout
+    assert (
+        "rollout engines: only 1 of 2 placement groups (2 x STRICT_PACK 1 x {CPU: 1} (TP 1)) "
+        "were placed before the deadline; the cluster offers {CPU: 1}" in result.stdout
+    )
 
 
 def test_gpu_rank_uses_the_gpu_ray_assigned() -> None:

@@ -19,7 +19,7 @@ import yaml
 
 from clusterctl import __version__
 from clusterctl.errors import UsageError
-from clusterctl.lint.workload import rollout_shape
+from clusterctl.render.placement import placement_shapes
 from clusterctl.render.plan import JobPlan, build_plan
 from clusterctl.render.templates import render_template
 from clusterctl.spec.images import base_image, build_requirements
@@ -87,11 +87,10 @@ def selftest_args(spec: JobSpec) -> list[str]:
         "--weight-sync-mb",
         str(st.weight_sync_mb),
     ]
-    gpus = spec.slurm.gpus_per_node or 0
-    shape = rollout_shape(spec.workload, spec.slurm.nodes, gpus, st.rollout_tp, st.rollout_engines)
-    if shape is not None:
-        # GPU jobs place GPUs; on a CPU-only cluster the same rehearsal places CPUs
-        args += ["--rollout", f"{shape[0]}:{shape[1]}:{'GPU' if gpus else 'CPU'}"]
+    shapes = placement_shapes(spec)
+    if shapes:
+        placement = [shape.as_json() for shape in shapes]
+        args += ["--placement", json.dumps(placement, separators=(",", ":"))]
     return args
 
 

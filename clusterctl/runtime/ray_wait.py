@@ -222,17 +222,125 @@ def gpu_index(visible: int, assigned: list[Any]) -> int:
     return int(assigned[0])
 
 
-def rollout_fit_problem(shape: tuple[int, int, str], per_node: dict[str, float]) -> str | None:
-    """An engine of TP units that no node can hold: its placement group would wait forever
-    (the cross-node vLLM init hang)."""
-    _, tp, resource = shape
-    most = max(per_node.values(), default=0.0)
-    if tp > most:
-        return (
-            f"a rollout engine of TP {tp} needs {tp} {resource} on one node, and no node "
-            f"offers more than {most:g}: its placement group (STRICT_PACK) would never be placed"
-        )
-    return None
+def _show(bundle: dict[str, float]) -> str:
+    return "{" + ", ".join(f"{k}: {v:g}" for k, v in sorted(bundle.items())) + "}"
+
+
+def strict_pack_problem(group: dict[str, Any], per_node: dict[str, dict[str, float]]) -> str | None:
+    """A STRICT_PACK group that no node can hold: Ray would keep it pending forever (the
+    cross-node vLLM init hang, verl's pending pool on uneven nodes)."""
+    if group["strategy"] != "STRICT_PACK":
+        return None
+    need = {k: v * group["size"] for k, v in group["bundle"].items()}
+    if any(all(offer.get(k, 0.0) >= v for k, v in need.items()) for offer in per_node.values()):
+        return None
+    most = {k: max((offer.get(k, 0.0) for offer in per_node.values()), default=0.0) for k in need}
+    return (
+        f"{group['stage']}: a STRICT_PACK group of {group['size']} x "
+        f"{_show(group['bundle'])} needs {_show(need)} on one node, and no node "
+        f"offers that (the most: {_show(most)}); it would never be placed"
+    )
+
+
+def engine_slices(bundle_nodes: dict[int, str], tp: int) -> list[list[str]]:
+    """The nodes of each rollout engine's TP bundles, grouped by node first as OpenRLHF's
+    get_bundle_indices (openrlhf/trainer/ray/utils.py, 0.9.10-0.11.2) does; the self-test
+    calls that function itself where OpenRLHF is installed."""
+    by_node: dict[str, list[int]] = {}
+    for index, node in bundle_nodes.items():
+        by_node.setdefault(node, []).append(index)
+    order = [i for indices in by_node.values() for i in indices]
+    return [[bundle_nodes[i] for i in order[k : k + tp]] for k in range(0, len(order), tp)]
+
+
+def openrlhf_slicer() -> tuple[Any, str]:
+    """OpenRLHF's own get_bundle_indices where the image has OpenRLHF, else None and why."""
+    import importlib
+
+    try:
+        utils = importlib.import_module("openrlhf.trainer.ray.utils")
+    except Exception as exc:  # any import failure: not usable here
+        return None, f"{type(exc).__name__}: {exc}".splitlines()[0][:120]
+    return utils.get_bundle_indices, "openrlhf.trainer.ray.utils.get_bundle_indices"
+
+
+def split_engines(
+    ray: Any, group: Any, tp: int, names: dict[str, str]
+) -> tuple[list[list[str]], str]:
+    """Each engine's nodes in a placed group, and which code sliced it."""
+    table = ray.util.placement_group_table(group)
+    bundle_nodes = {int(i): names.get(n, n) for i, n in table["bundles_to_node_id"].items()}
+    slicer, how = openrlhf_slicer()
+    if slicer is None:
+        return engine_slices(bundle_nodes, tp), f"clusterctl's copy (no OpenRLHF here: {how})"
+    count = len(bundle_nodes) // tp
+    return [[bundle_nodes[int(i)] for i in slicer(group, e, tp)] for e in range(count)], how
+
+
+def check_placements(
+    ray: Any, groups: list[dict[str, Any]], deadline: float
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Place the workload's groups as its framework will (see clusterctl/render/placement.py),
+    stage by stage, each stage's groups at once, and release them. Problems name the stage."""
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    nodes = alive_nodes(ray)
+    names = {str(n["NodeID"]): str(n.get("NodeName")) for n in nodes}
+    per_node = {
+        str(n.get("NodeName")): {k: float(v) for k, v in n["Resources"].items()} for n in nodes
+    }
+    reports: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for stage in dict.fromkeys(g["stage"] for g in groups):
+        members = [g for g in groups if g["stage"] == stage]
+        unfit = [p for p in (strict_pack_problem(g, per_node) for g in members) if p]
+        if unfit:
+            problems += unfit
+            reports.append({"stage": stage, "placed": False})
+            continue
+        start = time.monotonic()
+        made = [
+            (g, placement_group([dict(g["bundle"])] * g["size"], strategy=g["strategy"]))
+            for g in members
+            for _ in range(g.get("copies", 1))
+        ]
+        try:
+            late = _wait_all(ray, {str(i): pg.ready() for i, (_, pg) in enumerate(made)}, deadline)
+            shapes = [
+                f"{g.get('copies', 1)} x {g['strategy']} {g['size']} x {_show(g['bundle'])} "
+                f"({g['name']})"
+                for g in members
+            ]
+            report = {"stage": stage, "groups": len(made), "placed": len(made) - len(late),
+                      "seconds": round(time.monotonic() - start, 3), "shapes": shapes}  # fmt: skip
+            reports.append(report)
+            if late:
+                offered: Counter[str] = Counter()
+                for offer in per_node.values():
+                    offered.update({k: v for k, v in offer.items() if k in ("CPU", "GPU")})
+                problems.append(
+                    f"{stage}: only {report['placed']} of {len(made)} placement groups "
+                    f"({'; '.join(report['shapes'])}) were placed before the deadline; the "
+                    f"cluster offers {_show(dict(offered))}"
+                )
+                continue
+            for g, pg in made:
+                if int(g.get("tp") or 0) <= 1:
+                    continue
+                slices, how = split_engines(ray, pg, int(g["tp"]), names)
+                report["sliced_by"] = how
+                for engine, where in enumerate(slices):
+                    if len(set(where)) > 1:
+                        problems.append(
+                            f"{stage}: rollout engine {engine} (TP {g['tp']}) would span "
+                            f"{', '.join(sorted(set(where)))}: its bundles were placed on "
+                            "several nodes, and vLLM's tensor parallelism across nodes hangs "
+                            "at init"
+                        )
+        finally:
+            for _, pg in made:
+                remove_placement_group(pg)
+    return reports, problems
 
 
 def probe_class(ray: Any) -> Any:
@@ -393,39 +501,6 @@ def _wait_all(ray: Any, refs: dict[str, Any], deadline: float) -> list[str]:
     return [name for name, ref in refs.items() if ref not in ready]
 
 
-def check_placement(
-    ray: Any, shape: tuple[int, int, str], deadline: float
-) -> tuple[dict[str, Any], list[str]]:
-    """Place every rollout engine as the frameworks do (one STRICT_PACK group of TP bundles
-    per engine) and release them: a shape the cluster cannot hold fails here, named."""
-    from ray.util.placement_group import placement_group, remove_placement_group
-
-    engines, tp, resource = shape
-    per_node = {
-        str(n.get("NodeName")): float(n["Resources"].get(resource, 0)) for n in alive_nodes(ray)
-    }
-    problem = rollout_fit_problem(shape, per_node)
-    if problem:
-        return {"engines": engines, "tp": tp, "placed": 0}, [problem]
-    start = time.monotonic()
-    groups = [placement_group([{resource: 1}] * tp, strategy="STRICT_PACK") for _ in range(engines)]
-    try:
-        late = _wait_all(ray, {str(i): g.ready() for i, g in enumerate(groups)}, deadline)
-    finally:
-        for group in groups:
-            remove_placement_group(group)
-    placed = engines - len(late)
-    report = {"engines": engines, "tp": tp, "resource": resource, "placed": placed,
-              "seconds": time.monotonic() - start}  # fmt: skip
-    if late:
-        total = sum(per_node.values())
-        return report, [
-            f"only {placed} of {engines} rollout engines (TP {tp}, STRICT_PACK on one node "
-            f"each) could be placed before the deadline; the cluster offers {total:g} {resource}"
-        ]
-    return report, []
-
-
 def check_pairs(
     ray: Any, probes: dict[str, Any], deadline: float
 ) -> tuple[dict[str, Any], list[str]]:
@@ -488,11 +563,11 @@ def selftest(
     head_ip: str,
     size_mb: int,
     deadline: float,
-    rollout: tuple[int, int, str] | None = None,
+    placement: list[dict[str, Any]] | None = None,
     sync_mb: int = 0,
 ) -> dict[str, Any]:
-    """Rehearse the workload: a task and the versions on every node, the rollout engines'
-    placement, every node pair's reachability, an all-reduce over all nodes and a weight-sync
+    """Rehearse the workload: a task and the versions on every node, the placement groups of
+    its framework, every node pair's reachability, an all-reduce over all nodes and a weight-sync
     broadcast between two nodes. Returns the report; its "problems" fail the job."""
     expected, backend = probes.expected, probes.backend
     actors = {name: probes.actors[name] for name in expected if name in probes.actors}
@@ -515,8 +590,8 @@ def selftest(
     report["versions"] = versions
     problems = version_problems(versions)
     lap("tasks")
-    if rollout is not None:
-        report["placement"], found = check_placement(ray, rollout, deadline)
+    if placement:
+        report["placement"], found = check_placements(ray, placement, deadline)
         problems += found
         lap("placement")
     world = len(expected)
@@ -579,12 +654,13 @@ def summary_lines(report: dict[str, Any], size_mb: int) -> list[str]:
         first = next(iter(versions.values()))
         shown = ", ".join(f"{k} {v}" for k, v in first.items() if v != "absent")
         lines.append(f"selftest: {len(versions)} nodes ran tasks; versions identical: {shown}")
-    placement = report.get("placement")
-    if placement and placement.get("placed") == placement.get("engines"):
-        lines.append(
-            f"selftest: placement: {placement['engines']} rollout engines of TP {placement['tp']} "
-            f"({placement['resource']}) placed in {placement['seconds']:.1f}s"
-        )
+    for stage in report.get("placement") or []:
+        if stage.get("placed") == stage.get("groups"):
+            lines.append(
+                f"selftest: placement: {stage['stage']}: {'; '.join(stage['shapes'])} placed in "
+                f"{stage['seconds']:.1f}s"
+                + (f", engines sliced by {stage['sliced_by']}" if "sliced_by" in stage else "")
+            )
     pairs = {k: v for k, v in (report.get("pairs_ms") or {}).items() if not isinstance(v, str)}
     if pairs:
         slowest = max(pairs, key=pairs.__getitem__)
@@ -635,9 +711,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranks-per-node", type=int, default=1)
     parser.add_argument("--min-busbw-gbps", type=float, default=0.0)
     parser.add_argument(
-        "--rollout",
-        metavar="ENGINES:TP:RESOURCE",
-        help="place this many STRICT_PACK groups of TP bundles of RESOURCE (GPU or CPU)",
+        "--placement",
+        metavar="JSON",
+        help="placement groups to place as the workload's framework will, a JSON list of "
+        "{stage, name, strategy, bundle, size, copies, tp} (clusterctl/render/placement.py)",
     )
     parser.add_argument("--weight-sync-mb", type=int, default=0)
     parser.add_argument("--watch", metavar="PHASE", help="watch node liveness, do not wait")
@@ -675,17 +752,13 @@ def main(argv: list[str] | None = None) -> int:
     summary: dict[str, Any] = {"nodes": joined}
     if probes is not None:
         phase("selftest")
-        rollout = None
-        if args.rollout:
-            engines, tp, resource = args.rollout.split(":")
-            rollout = (int(engines), int(tp), resource)
         report = selftest(
             ray,
             probes,
             args.head_ip,
             args.selftest_size_mb,
             time.monotonic() + args.selftest_deadline,
-            rollout,
+            json.loads(args.placement) if args.placement else None,
             args.weight_sync_mb,
         )
         summary["selftest"] = report

@@ -422,8 +422,9 @@ class SelftestSpec(Section):
         None,
         ge=1,
         le=1024,
-        description="GPUs of one rollout engine for the placement rehearsal (STRICT_PACK on "
-        "one node); default: the workload's rollout TP (verl "
+        description="GPUs of one rollout engine for the placement rehearsal (one STRICT_PACK "
+        "group of TP bundles per engine; setting it or rollout_engines replaces OpenRLHF's own "
+        "PACK shape); default: the workload's rollout TP (verl "
         "actor_rollout_ref.rollout.tensor_model_parallel_size, OpenRLHF "
         "--vllm_tensor_parallel_size)",
     )

@@ -249,7 +249,9 @@ def test_selftest_stops_the_job_on_a_placement_that_cannot_fit_and_a_slow_fabric
     assert rc != 0
     node, phase, cause = job.first_failure()
     assert (node, phase) == ("all", "selftest")
-    assert cause.startswith("a rollout engine of TP 2 needs 2 CPU on one node")
+    assert cause.startswith(
+        "rollout engines: a STRICT_PACK group of 2 x {CPU: 1} needs {CPU: 2} on one node"
+    )
     assert re.search(
         r"FAIL node=all phase=selftest: all-reduce bus bandwidth [0-9.]+ GB/s is below "
         r"selftest.min_busbw_gbps 100000",
@@ -588,14 +590,33 @@ def test_openrlhf_path_submits_through_ray_job_submit(tmp_path: Path) -> None:
         assert result.returncode == 0, result.stderr
         return tmp_path / name / "job.sbatch"
 
-    job, rc, _ = sbatch(tmp_path, bundle("ok", {"help": True}))
+    job, rc, _ = sbatch(tmp_path, bundle("ok", {"help": True, "actor_num_gpus_per_node": 1}))
     assert rc == 0, job.log
     workload = (job.log_dir / "workload.log").read_text()
     assert "usage:" in workload and "succeeded" in workload
-    job, rc, _ = sbatch(tmp_path, bundle("bad", {"no-such-flag": True}))
+    job, rc, _ = sbatch(
+        tmp_path, bundle("bad", {"no-such-flag": True, "actor_num_gpus_per_node": 1})
+    )
     assert rc == 1  # ray job submit reports a failed Ray job as 1
     node, phase, _ = job.first_failure()
     assert (node, phase) == ("node1", "workload")
+    assert containers_of(job) == []
+    # OpenRLHF packs every vLLM engine into one PACK group and slices it by node: an engine
+    # of TP 2 on nodes that offer Ray 1 CPU each lands on two nodes, the cross-node vLLM
+    # init hang; the self-test places the group as OpenRLHF does and stops the job
+    split = {"help": True, "actor_num_gpus_per_node": 1, "vllm_num_engines": 1,
+             "vllm_tensor_parallel_size": 2}  # fmt: skip
+    job, rc, _ = sbatch(tmp_path, bundle("split", split))
+    assert rc != 0
+    node, phase, cause = job.first_failure()
+    assert (node, phase) == ("all", "selftest")
+    assert re.fullmatch(
+        r"OpenRLHF start-up: rollout engine 0 \(TP 2\) would span node\d, node\d: its "
+        r"bundles were placed on several nodes, and vLLM's tensor parallelism across nodes "
+        r"hangs at init",
+        cause,
+    ), cause
+    assert "workload" not in [e["phase"] for e in job.timeline()]
     assert containers_of(job) == []
 
 
