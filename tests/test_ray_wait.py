@@ -344,3 +344,47 @@ def test_gpu_rank_uses_the_gpu_ray_assigned() -> None:
     # RAY_EXPERIMENTAL_NOSET_*_VISIBLE_DEVICES (the GPU presets): all 8 visible, use the id
     assert gpu_index(8, [5]) == 5
     assert gpu_index(8, ["3"]) == 3
+
+
+def test_weight_sync_uses_the_frameworks_group_where_it_can_run() -> None:
+    from clusterctl.runtime.ray_wait import weight_sync_constructor
+
+    # OpenRLHF with vllm.sync_with_ray + gloo: Ray's own collective group, runnable on CPU
+    assert weight_sync_constructor("ray-gloo", "gloo") == ("ray.util.collective", "")
+    assert weight_sync_constructor("torch", "gloo") == ("torch", "")
+    # PyNccl and Ray's NCCL group need GPUs: a CPU job says so instead of pretending
+    constructor, why = weight_sync_constructor("pynccl", "gloo")
+    assert constructor == "torch"
+    assert (
+        why == "openrlhf stateless_init_process_group needs GPUs (NCCL/RCCL); this job tests gloo"
+    )
+    assert weight_sync_constructor("ray-nccl", "gloo")[0] == "torch"
+    # a GPU job whose image lacks vLLM/OpenRLHF (this interpreter has neither)
+    constructor, why = weight_sync_constructor("pynccl", "nccl")
+    assert constructor == "torch" and "not importable: ModuleNotFoundError" in why
+
+
+@pytest.mark.parametrize("version", ["0.9.10", "0.11.2"])
+def test_openrlhf_group_constructor_takes_the_arguments_the_rehearsal_passes(
+    version: str,
+) -> None:
+    # the real source of each release: stateless_init_process_group(master_address,
+    # master_port, rank, world_size, device), as ray_wait's weight_sync calls it
+    import ast
+
+    from tests.test_frameworks import installed
+
+    (path,) = installed("openrlhf", version)
+    source = (Path(path) / "openrlhf" / "utils" / "distributed_util.py").read_text()
+    (function,) = [
+        node
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.FunctionDef) and node.name == "stateless_init_process_group"
+    ]
+    assert [a.arg for a in function.args.args] == [
+        "master_address",
+        "master_port",
+        "rank",
+        "world_size",
+        "device",
+    ]

@@ -19,11 +19,12 @@ import yaml
 
 from clusterctl import __version__
 from clusterctl.errors import UsageError
+from clusterctl.lint.workload import openrlhf_weight_sync
 from clusterctl.render.placement import placement_shapes
 from clusterctl.render.plan import JobPlan, build_plan
 from clusterctl.render.templates import render_template
 from clusterctl.spec.images import base_image, build_requirements
-from clusterctl.spec.models import PORT_BLOCK, JobSpec
+from clusterctl.spec.models import PORT_BLOCK, JobSpec, OpenRLHFWorkload
 from clusterctl.verify.expect import expect_json
 
 SCRIPT = "job.sbatch"
@@ -86,6 +87,11 @@ def selftest_args(spec: JobSpec) -> list[str]:
         f"{st.min_busbw_gbps:g}",
         "--weight-sync-mb",
         str(st.weight_sync_mb),
+        # the weight-sync group is made as the framework makes it (ray_wait.WEIGHT_SYNC)
+        "--weight-sync-path",
+        openrlhf_weight_sync(spec.workload)
+        if isinstance(spec.workload, OpenRLHFWorkload)
+        else "torch",
     ]
     shapes = placement_shapes(spec)
     if shapes:

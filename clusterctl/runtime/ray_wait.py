@@ -343,6 +343,42 @@ def check_placements(
     return reports, problems
 
 
+# How the workload's framework moves weights from the trainer to the rollout engines
+# (clusterctl/lint/workload.py openrlhf_weight_sync for OpenRLHF 0.9.10-0.11.2) -> the group
+# constructor the rehearsal uses. "torch": a torch.distributed group (verl, commands).
+WEIGHT_SYNC_SKIPPED = {
+    "cuda-ipc": "OpenRLHF moves weights by CUDA IPC inside each node (colocate_all, nccl, "
+    "synchronous): no group crosses nodes",
+    "none": "the workload has no rollout engines to sync",
+}
+WEIGHT_SYNC = {
+    "torch": "torch",
+    "ray-gloo": "ray.util.collective",
+    "ray-nccl": "ray.util.collective",
+    "pynccl": "openrlhf stateless_init_process_group",
+}
+
+
+def weight_sync_constructor(path: str, backend: str) -> tuple[str, str]:
+    """The constructor for PATH that can run in this process, and why another was not."""
+    wanted = WEIGHT_SYNC.get(path, "torch")
+    if wanted == "torch":
+        return "torch", ""
+    needs_gpu = path != "ray-gloo"
+    if needs_gpu and backend != "nccl":
+        return "torch", f"{wanted} needs GPUs (NCCL/RCCL); this job tests {backend}"
+    import importlib
+
+    module = "ray.util.collective" if wanted == "ray.util.collective" else "vllm.distributed.utils"
+    try:
+        importlib.import_module(module)
+        if wanted != "ray.util.collective":
+            importlib.import_module("openrlhf.utils.distributed_util")
+    except Exception as exc:  # any import failure: not usable here
+        return "torch", f"{wanted} not importable: {type(exc).__name__}: {exc}".splitlines()[0]
+    return wanted, ""
+
+
 def probe_class(ray: Any) -> Any:
     """The actor placed on every node for the self-test."""
 
@@ -403,6 +439,73 @@ def probe_class(ray: Any) -> Any:
                 except OSError as exc:
                     out[name] = f"{host}:{port}: {exc}"
             return out
+
+        def sync_constructor(self, path: str, backend: str) -> tuple[str, str]:
+            """The group constructor this rank can run for PATH (see WEIGHT_SYNC), or
+            "torch" and why not."""
+            return weight_sync_constructor(path, backend)
+
+        def weight_sync(
+            self,
+            constructor: str,
+            rank: int,
+            world: int,
+            master: str,
+            port: int,
+            numel: int,
+            backend: str,
+        ) -> dict[str, Any]:
+            """The trainer -> rollout broadcast in a group made the way the framework makes it:
+            ray.util.collective (OpenRLHF with vllm.sync_with_ray), OpenRLHF's own
+            stateless_init_process_group (vLLM PyNccl), or a torch.distributed group."""
+            if constructor == "torch":
+                return self.collective("broadcast", rank, world, master, port, numel, backend)
+            import torch
+
+            device = "cpu"
+            if backend == "nccl":
+                from ray import get_gpu_ids
+
+                index = gpu_index(torch.cuda.device_count(), get_gpu_ids())
+                torch.cuda.set_device(index)
+                device = f"cuda:{index}"
+            fill = 7.0 if rank == 0 else 0.0
+            tensor = torch.full((numel,), fill, dtype=torch.float32, device=device)
+            if constructor == "ray.util.collective":
+                import ray.util.collective as collective
+                import torch.distributed as dist
+
+                # openrlhf/trainer/ray/ppo_actor.py and vllm_worker_wrap.py (0.9.10-0.11.2)
+                collective.init_collective_group(
+                    world_size=world,
+                    rank=rank,
+                    backend=backend,  # type: ignore[arg-type]  # a string, as OpenRLHF passes
+                    group_name="openrlhf",
+                )
+                try:
+                    collective.broadcast(tensor, 0, group_name="openrlhf")
+                    ok = bool(torch.all(tensor == 7.0))
+                    start = time.perf_counter()
+                    collective.broadcast(tensor, 0, group_name="openrlhf")
+                    seconds = time.perf_counter() - start
+                finally:
+                    collective.destroy_collective_group("openrlhf")
+                    if dist.is_initialized():
+                        dist.destroy_process_group()
+                return {"ok": ok, "seconds": seconds}
+            import importlib
+
+            # openrlhf/utils/distributed_util.py stateless_init_process_group (0.9.10-0.11.2)
+            make = importlib.import_module("openrlhf.utils.distributed_util")
+            group = make.stateless_init_process_group(master, port, rank, world, device)
+            stream = torch.cuda.current_stream()
+            group.broadcast(tensor, src=0, stream=stream)
+            torch.cuda.synchronize()
+            ok = bool(torch.all(tensor == 7.0))
+            start = time.perf_counter()
+            group.broadcast(tensor, src=0, stream=stream)
+            torch.cuda.synchronize()
+            return {"ok": ok, "seconds": time.perf_counter() - start}
 
         def collective(
             self,
@@ -565,6 +668,7 @@ def selftest(
     deadline: float,
     placement: list[dict[str, Any]] | None = None,
     sync_mb: int = 0,
+    sync_path: str = "torch",
 ) -> dict[str, Any]:
     """Rehearse the workload: a task and the versions on every node, the placement groups of
     its framework, every node pair's reachability, an all-reduce over all nodes and a weight-sync
@@ -619,29 +723,47 @@ def selftest(
         algbw, busbw = busbw_allreduce(numel * 4, outcome["seconds"], len(ranks))
         report.update(allreduce_seconds=outcome["seconds"], allreduce_algbw_gbps=algbw,
                       allreduce_busbw_gbps=busbw)  # fmt: skip
-    if not found and sync_mb:
+    if not found and sync_mb and sync_path in ("cuda-ipc", "none"):
+        report["weight_sync"] = {"skipped": WEIGHT_SYNC_SKIPPED[sync_path]}
+    elif not found and sync_mb:
         # the trainer's rank 0 on the head, a rollout rank on another node: the weight-sync
-        # path in a fresh process group, timed, so a hang shows here, named
+        # group made as the framework makes it, timed, so a hang shows here, named
         sync_numel = sync_mb * 1024 * 1024 // 4
         pair = [expected[0], expected[-1]]
-        outcome, found = run_collective(
-            ray,
-            [(name, actors[name]) for name in pair],
-            "broadcast",
-            head_ip,
-            sync_numel,
-            backend,
-            deadline,
+        sync_backend = "gloo" if sync_path == "ray-gloo" else backend
+        constructor, why_not = ray.get(
+            actors[pair[0]].sync_constructor.remote(sync_path, sync_backend)
         )
-        problems += found
+        if constructor == "torch":
+            sync_backend = backend
+        port = ray.get(actors[pair[0]].free_port.remote())
+        refs = {
+            str(rank): actors[name].weight_sync.remote(
+                constructor, rank, 2, head_ip, port, sync_numel, sync_backend
+            )
+            for rank, name in enumerate(pair)
+        }
+        late = _wait_all(ray, refs, deadline)
+        outcomes = {r: ray.get(ref) for r, ref in refs.items() if r not in late}
+        problems += [f"node={pair[int(r)]} did not finish the weight-sync broadcast" for r in late]
+        problems += [
+            f"node={pair[int(r)]} got a wrong weight-sync broadcast result"
+            for r, o in outcomes.items()
+            if "ok" in o and not o["ok"]
+        ]
         lap("weight-sync")
-        if outcome is not None and "seconds" in outcome:
+        if not late and all(o.get("ok") for o in outcomes.values()):
+            seconds = max(o["seconds"] for o in outcomes.values())
             report["weight_sync"] = {
                 "from": pair[0],
                 "to": pair[1],
                 "mb": sync_mb,
-                "seconds": outcome["seconds"],
-                "gbps": sync_numel * 4 / outcome["seconds"] / 1e9,
+                "seconds": seconds,
+                "gbps": sync_numel * 4 / seconds / 1e9,
+                "backend": sync_backend,
+                "constructor": constructor,
+                "framework_path": sync_path,
+                **({"not_rehearsed": why_not} if why_not else {}),
             }
     return {**report, "problems": problems, "ok": not problems}
 
@@ -679,10 +801,18 @@ def summary_lines(report: dict[str, Any], size_mb: int) -> list[str]:
         lines.append(f"selftest: all-reduce {report['allreduce']}")
     sync = report.get("weight_sync")
     parts = ", ".join(f"{k} {v:.1f}s" for k, v in (report.get("seconds") or {}).items())
-    if sync:
+    if sync and "skipped" in sync:
+        lines.append(f"selftest: weight-sync rehearsal skipped: {sync['skipped']}")
+    elif sync:
         lines.append(
-            f"selftest: weight-sync rehearsal: {report['backend']} broadcast {sync['mb']} MB "
-            f"{sync['from']} -> {sync['to']} in {sync['seconds']:.3f}s ({sync['gbps']:.3f} GB/s)"
+            f"selftest: weight-sync rehearsal: {sync['backend']} broadcast {sync['mb']} MB "
+            f"{sync['from']} -> {sync['to']} in {sync['seconds']:.3f}s ({sync['gbps']:.3f} GB/s) "
+            f"through {sync['constructor']}"
+            + (
+                f" (the framework's own group not run: {sync['not_rehearsed']})"
+                if "not_rehearsed" in sync
+                else ""
+            )
         )
     if parts:
         lines.append(f"selftest: took {parts}")
@@ -717,6 +847,12 @@ def main(argv: list[str] | None = None) -> int:
         "{stage, name, strategy, bundle, size, copies, tp} (clusterctl/render/placement.py)",
     )
     parser.add_argument("--weight-sync-mb", type=int, default=0)
+    parser.add_argument(
+        "--weight-sync-path",
+        default="torch",
+        choices=["torch", "ray-gloo", "ray-nccl", "pynccl", "cuda-ipc", "none"],
+        help="how the framework syncs weights (clusterctl/lint/workload.py)",
+    )
     parser.add_argument("--watch", metavar="PHASE", help="watch node liveness, do not wait")
     parser.add_argument("--node-timeout", type=float, default=30)
     args = parser.parse_args(argv)
@@ -760,6 +896,7 @@ def main(argv: list[str] | None = None) -> int:
             time.monotonic() + args.selftest_deadline,
             json.loads(args.placement) if args.placement else None,
             args.weight_sync_mb,
+            args.weight_sync_path,
         )
         summary["selftest"] = report
         busbw = report.get("allreduce_busbw_gbps")

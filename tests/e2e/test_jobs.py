@@ -590,8 +590,17 @@ def test_openrlhf_path_submits_through_ray_job_submit(tmp_path: Path) -> None:
         assert result.returncode == 0, result.stderr
         return tmp_path / name / "job.sbatch"
 
-    job, rc, _ = sbatch(tmp_path, bundle("ok", {"help": True, "actor_num_gpus_per_node": 1}))
+    # vllm_sync_with_ray + gloo: the self-test's weight-sync group is Ray's collective group,
+    # made as OpenRLHF makes it, for real between node1 and node3
+    ok = {"help": True, "actor_num_gpus_per_node": 1, "vllm_num_engines": 1,
+          "vllm_sync_with_ray": True, "vllm_sync_backend": "gloo"}  # fmt: skip
+    job, rc, _ = sbatch(tmp_path, bundle("ok", ok))
     assert rc == 0, job.log
+    assert re.search(
+        r"selftest: weight-sync rehearsal: gloo broadcast 16 MB node1 -> node3 in [0-9.]+s "
+        r"\([0-9.]+ GB/s\) through ray.util.collective\n",
+        job.log,
+    ), job.log
     workload = (job.log_dir / "workload.log").read_text()
     assert "usage:" in workload and "succeeded" in workload
     job, rc, _ = sbatch(
