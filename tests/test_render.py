@@ -315,3 +315,36 @@ def test_presets_follow_current_upstream_guidance(preset: str) -> None:
     args = plan.docker_run_args
     ulimits = [args[i + 1] for i, a in enumerate(args) if a == "--ulimit"]
     assert ulimits == ["memlock=-1", "stack=67108864"]
+
+
+@pytest.mark.parametrize(
+    "sets, threshold, whose, note",
+    [
+        # the default 16 MB all-reduce is not comparable with any public figure: report only
+        ([], 0.0, "", "this all-reduce is 16 MB (selftest.size_mb)"),
+        (["selftest.size_mb=64"], 100.0, "the mi300x floor at 64 MB (AMD Primus", ""),
+        (["selftest.size_mb=16384"], 314.0, "nd96isr_mi300x_v5.conf", ""),
+        (["slurm.nodes=2"], 0.0, "", "those figures are for the 8 GPUs of one node"),
+        (["selftest.min_busbw_gbps=0", "selftest.size_mb=64"], 0.0, "selftest.min_busbw", ""),
+        (["selftest.min_busbw_gbps=250"], 250.0, "selftest.min_busbw_gbps", ""),
+    ],
+)
+def test_busbw_threshold_is_the_spec_s_or_a_comparable_public_floor(
+    sets: list[str], threshold: float, whose: str, note: str
+) -> None:
+    from clusterctl.render.bundle import busbw_threshold
+
+    spec = load_spec(ROOT / "examples" / "openrlhf-mi300x-single-node.yaml", sets).spec
+    got_threshold, got_whose, got_note = busbw_threshold(spec, 8)
+    assert got_threshold == threshold
+    assert whose in got_whose and (got_whose == "") == (whose == "")
+    assert note in got_note and (got_note == "") == (note == "")
+    if note:
+        assert got_note.startswith("mi300x's public floors, >= 100 GB/s at 64 MB")
+
+
+def test_presets_without_a_public_floor_only_report() -> None:
+    from clusterctl.render.bundle import busbw_threshold
+
+    spec = load_spec(ROOT / "examples" / "openrlhf-70b-h800.yaml", ["selftest.size_mb=16384"]).spec
+    assert busbw_threshold(spec, 8) == (0.0, "", "")

@@ -25,6 +25,7 @@ from clusterctl.render.plan import JobPlan, build_plan
 from clusterctl.render.templates import render_template
 from clusterctl.spec.images import base_image, build_requirements
 from clusterctl.spec.models import PORT_BLOCK, JobSpec, OpenRLHFWorkload
+from clusterctl.spec.presets import PRESETS, busbw_floor
 from clusterctl.verify.expect import expect_json
 
 SCRIPT = "job.sbatch"
@@ -71,8 +72,22 @@ def ray_wait_source() -> str:
     return resources.files("clusterctl.runtime").joinpath("ray_wait.py").read_text()
 
 
+def busbw_threshold(spec: JobSpec, ranks_per_node: int) -> tuple[float, str, str]:
+    """The all-reduce threshold, whose it is, and a note when a public floor was not applied."""
+    st = spec.selftest
+    if st.min_busbw_gbps is not None:
+        return st.min_busbw_gbps, "selftest.min_busbw_gbps", ""
+    preset = PRESETS[spec.hardware.preset]
+    floor, note = busbw_floor(preset, spec.slurm.nodes, ranks_per_node, st.size_mb)
+    if floor is None:
+        return 0.0, "", note
+    return floor.gbps, f"the {preset.name} floor at {floor.size_mb} MB ({floor.source})", ""
+
+
 def selftest_args(spec: JobSpec) -> list[str]:
     st = spec.selftest
+    ranks_per_node = (spec.ray.num_gpus or 1) if st.backend == "nccl" else 1
+    threshold, whose, note = busbw_threshold(spec, ranks_per_node)
     args = [
         "--selftest-deadline",
         str(st.deadline),
@@ -82,9 +97,13 @@ def selftest_args(spec: JobSpec) -> list[str]:
         str(st.backend),
         # nccl: one rank per GPU, as the workload's collectives run; gloo: one per node
         "--ranks-per-node",
-        str((spec.ray.num_gpus or 1) if st.backend == "nccl" else 1),
+        str(ranks_per_node),
         "--min-busbw-gbps",
-        f"{st.min_busbw_gbps:g}",
+        f"{threshold:g}",
+        "--min-busbw-source",
+        whose,
+        "--busbw-note",
+        note,
         "--weight-sync-mb",
         str(st.weight_sync_mb),
         # the weight-sync group is made as the framework makes it (ray_wait.WEIGHT_SYNC)

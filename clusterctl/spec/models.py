@@ -412,11 +412,13 @@ class SelftestSpec(Section):
         "GPU presets, gloo with one rank per node otherwise (the default picks by preset)",
     )
     size_mb: int = Field(16, ge=1, le=16384, description="all-reduce message size")
-    min_busbw_gbps: float = Field(
-        0.0,
+    min_busbw_gbps: float | None = Field(
+        None,
         ge=0,
         le=100_000,
-        description="fail below this all-reduce bus bandwidth (0: only report)",
+        description="fail below this all-reduce bus bandwidth (0: only report); unset: the "
+        "preset's public acceptance floor where this test is comparable with it (one node, "
+        "every GPU a rank, a message at least the figure's size), else only report",
     )
     rollout_tp: int | None = Field(
         None,

@@ -47,6 +47,35 @@ GPU_ULIMITS = ("memlock=-1", "stack=67108864")
 
 
 @dataclass(frozen=True)
+class BusbwFloor:
+    """A public acceptance figure: an all-reduce over the 8 GPUs of one node reaches at least
+    GBPS bus bandwidth (nccl-tests' busbw) at a message of SIZE_MB."""
+
+    gbps: float
+    size_mb: int
+    source: str
+
+
+# Per-preset floors, each with where it comes from and what it applies to. Only single-node
+# figures exist publicly for whole presets: multi-node floors depend on the NICs (the CVS and
+# GCP figures in ../shared/research/health-check-anchors.md are per NIC model), so none is a
+# default across nodes.
+MI300X_FLOORS = (
+    # AMD's Primus preflight smoke floor for MI3xx nodes, rccl_gbs_min at 64 MB
+    # (ROCm/cvs README_preflight_config.md, checked 2026-11; ROCm 6.x-7.x)
+    BusbwFloor(100.0, 64, "AMD Primus preflight rccl_gbs_min (ROCm/cvs, MI3xx node-local)"),
+    # Azure HPC health checks, ND MI300X v5 (8x MI300X, XGMI): `check_rccl_allreduce 314 1 16G`
+    # (Azure/azurehpc-health-checks conf/nd96isr_mi300x_v5.conf, main as of 2026-11)
+    BusbwFloor(314.0, 16384, "Azure azurehpc-health-checks nd96isr_mi300x_v5.conf"),
+)
+H100_FLOORS = (
+    # Azure HPC health checks, ND H100 v5 (8x H100 SXM, NVLink): `check_nccl_allreduce 460.0 1
+    # 16G` (Azure/azurehpc-health-checks conf/nd96isr_h100_v5.conf, main as of 2026-11)
+    BusbwFloor(460.0, 16384, "Azure azurehpc-health-checks nd96isr_h100_v5.conf"),
+)
+
+
+@dataclass(frozen=True)
 class Preset:
     """Facts about one kind of GPU node."""
 
@@ -63,6 +92,7 @@ class Preset:
     collective_env: dict[str, str] = field(default_factory=dict)
     visibility_vars: tuple[str, ...] = ()
     min_rocm: tuple[int, int] | None = None
+    busbw_floors: tuple[BusbwFloor, ...] = ()
 
     def ray_noset_var(self, ray_version: tuple[int, ...] | None) -> str | None:
         """The RAY_EXPERIMENTAL_NOSET_* variable that keeps Ray from rewriting GPU visibility."""
@@ -98,15 +128,46 @@ _NVIDIA = {
 }
 
 PRESETS: dict[str, Preset] = {
-    "mi300x": Preset(name="mi300x", gpus_per_node=8, min_rocm=(6, 2), **_AMD),  # type: ignore[arg-type]
+    "mi300x": Preset(
+        name="mi300x",
+        gpus_per_node=8,
+        min_rocm=(6, 2),
+        busbw_floors=MI300X_FLOORS,
+        **_AMD,  # type: ignore[arg-type]
+    ),
     "mi250x": Preset(name="mi250x", gpus_per_node=8, **_AMD),  # type: ignore[arg-type]
-    "h100": Preset(name="h100", gpus_per_node=8, **_NVIDIA),  # type: ignore[arg-type]
+    "h100": Preset(
+        name="h100",
+        gpus_per_node=8,
+        busbw_floors=H100_FLOORS,
+        **_NVIDIA,  # type: ignore[arg-type]
+    ),
     "h800": Preset(name="h800", gpus_per_node=8, **_NVIDIA),  # type: ignore[arg-type]
     "a100": Preset(name="a100", gpus_per_node=8, **_NVIDIA),  # type: ignore[arg-type]
     "none": Preset(name="none", vendor="none", gpus_per_node=0),
 }
 
 INFINIBAND_DEVICE = "/dev/infiniband"
+
+
+def busbw_floor(
+    preset: Preset, nodes: int, ranks_per_node: int, size_mb: int
+) -> tuple[BusbwFloor | None, str]:
+    """The preset's public floor that this self-test's all-reduce is comparable with (one node,
+    every GPU a rank, a message at least the figure's size), or None and why none applies."""
+    if not preset.busbw_floors:
+        return None, ""
+    known = "; ".join(
+        f">= {f.gbps:g} GB/s at {f.size_mb} MB ({f.source})" for f in preset.busbw_floors
+    )
+    if nodes != 1 or ranks_per_node != preset.gpus_per_node:
+        why = f"those figures are for the {preset.gpus_per_node} GPUs of one node"
+    else:
+        fitting = [f for f in preset.busbw_floors if size_mb >= f.size_mb]
+        if fitting:
+            return max(fitting, key=lambda f: f.size_mb), ""
+        why = f"this all-reduce is {size_mb} MB (selftest.size_mb)"
+    return None, f"{preset.name}'s public floors, {known}, not applied: {why}"
 
 
 def parse_version(text: str | None) -> tuple[int, ...] | None:
