@@ -33,6 +33,10 @@ RAY_VERSION = "2.60.0"
 TORCH_VERSION = "2.13.0"
 # the stall watch's stack dumps (watch.stall_seconds); PyPI py-spy 0.4.3, manylinux wheel
 PY_SPY_VERSION = "0.4.3"
+# ray.util.collective imports numpy (ray 2.60 util/collective/collective.py), which the
+# self-test's weight-sync rehearsal uses as OpenRLHF's vllm.sync_with_ray does; ray[default]
+# 2.60 does not pull it in. PyPI numpy 2.4.6, manylinux wheel for CPython 3.11.
+NUMPY_VERSION = "2.4.6"
 RECIPE_LABEL = "clusterctl.dev.recipe"  # the Dockerfile's hash: a changed recipe rebuilds
 CTLD_PORT, SLURMD_DEFAULT_PORT, SLURMD_PORT_BASE = 16817, 16818, 17001
 APT_PACKAGES = (
@@ -433,18 +437,24 @@ def build_offline(
 
 
 def wheelhouse(say: Say) -> Path:
-    """ray[default] and torch wheels for Python 3.11, downloaded once."""
+    """ray[default], torch, py-spy and numpy wheels for Python 3.11, downloaded once."""
     wheels = CACHE_DIR / "wheels"
-    stamp = wheels / f".complete-ray{RAY_VERSION}-torch{TORCH_VERSION}-pyspy{PY_SPY_VERSION}"
+    stamp = wheels / (
+        f".complete-ray{RAY_VERSION}-torch{TORCH_VERSION}-pyspy{PY_SPY_VERSION}"
+        f"-numpy{NUMPY_VERSION}"
+    )
     if stamp.exists():
         return wheels
     wheels.mkdir(parents=True, exist_ok=True)
-    say(f"downloading wheels for ray[default]=={RAY_VERSION}, torch=={TORCH_VERSION}, py-spy")
+    say(
+        f"downloading wheels for ray[default]=={RAY_VERSION}, torch=={TORCH_VERSION}, py-spy, numpy"
+    )
     pip_download(
         wheels,
         f"ray[default]=={RAY_VERSION}",
         f"torch=={TORCH_VERSION}",
         f"py-spy=={PY_SPY_VERSION}",
+        f"numpy=={NUMPY_VERSION}",
     )
     stamp.touch()
     return wheels
@@ -494,7 +504,7 @@ def dev_image_dockerfile(ray_version: str = RAY_VERSION) -> str:
                     "dockerfile": "cpu",
                     "base_image": BASE_IMAGE,
                     "wheelhouse": "wheels",
-                    "pip_packages": [f"py-spy=={PY_SPY_VERSION}"],
+                    "pip_packages": [f"py-spy=={PY_SPY_VERSION}", f"numpy=={NUMPY_VERSION}"],
                 },
             },
             "workload": {"framework": "command", "command": "true"},
