@@ -61,15 +61,14 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real Ray head on 127.0.0.2 (Ray rewrites 127.0.0.1 to the host's external address).
+def start_head(temp: Path, gpus: int) -> Iterator[str]:
+    """A real Ray head on 127.0.0.2 (Ray rewrites 127.0.0.1 to the host's external address),
+    offering 1 CPU and GPUS GPUs (Ray takes a declared GPU count on faith: no device needed).
 
     It runs with --block in a session of its own, so the teardown stops exactly its processes
     (`ray stop` would also kill the Ray processes of dev-cluster containers on this host).
     """
     pytest.importorskip("ray", reason="ray[default] is a test dependency: pip install .[test]")
-    temp = tmp_path_factory.mktemp("ray")
     port = free_port()
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     head = subprocess.Popen(
@@ -82,7 +81,7 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             f"--port={port}",
             "--node-name=head1",
             "--num-cpus=1",
-            "--num-gpus=0",
+            f"--num-gpus={gpus}",
             "--include-dashboard=false",
             f"--temp-dir={temp}",
             "--disable-usage-stats",
@@ -109,6 +108,11 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             head.wait(timeout=5)  # ray start --block lingers on SIGTERM: do not wait it out
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from start_head(tmp_path_factory.mktemp("ray"), gpus=0)
 
 
 def rollout_json(engines: int, tp: int) -> str:
@@ -388,3 +392,53 @@ def test_openrlhf_group_constructor_takes_the_arguments_the_rehearsal_passes(
         "world_size",
         "device",
     ]
+
+
+def test_gpu_ranks_do_not_hold_the_gpus_the_placement_rehearsal_asks_for(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # a node with 2 (declared) GPUs, an nccl self-test with a rank per GPU and a rollout engine
+    # of TP 2: the ranks are made after the placement, so the engine's group is placed
+    # (a short temp dir: Ray's socket paths must fit the 107-byte limit of AF_UNIX)
+    head = start_head(tmp_path_factory.mktemp("rayg"), gpus=2)
+    address = next(head)
+    try:
+        placement = json.dumps(
+            [
+                {
+                    "stage": "rollout engines",
+                    "name": "TP 2",
+                    "strategy": "STRICT_PACK",
+                    "bundle": {"GPU": 1},
+                    "size": 2,
+                    "copies": 1,
+                    "tp": 2,
+                }
+            ]  # fmt: skip
+        )
+        result = waiter(
+            address,
+            "head1",
+            "--gpus-per-node",
+            "2",
+            "--join-deadline",
+            "30",
+            "--selftest",
+            "--selftest-backend",
+            "nccl",
+            "--ranks-per-node",
+            "2",
+            "--placement",
+            placement,
+            "--selftest-deadline",
+            "30",
+        )
+    finally:
+        head.close()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (
+        "selftest: placement: rollout engines: 1 x STRICT_PACK 2 x {GPU: 1} (TP 2) placed in"
+        in result.stdout
+    )
+    # this interpreter has no torch: the two GPU ranks started and said so
+    assert "selftest: all-reduce skipped: torch is not installed in the image" in result.stdout

@@ -562,38 +562,48 @@ def probe_class(ray: Any) -> Any:
 
 class Probes:
     """One Probe per node of the job, created as each node joins (so torch's import overlaps
-    the wait for the others)."""
+    the wait for the others); the collectives' ranks come after the placement rehearsal."""
 
     def __init__(
         self, ray: Any, expected: list[str], backend: str, ranks_per_node: int = 1
     ) -> None:
         self.ray, self.expected, self.backend = ray, expected, backend
         self.ranks_per_node = ranks_per_node
-        self.actors: dict[str, Any] = {}  # a node's first rank: tasks, versions, pairs
+        self.actors: dict[str, Any] = {}  # one per node, no GPU: tasks, versions, pairs
         self.ranks: dict[str, list[Any]] = {}  # every rank of a node: the collectives
         self.warming: dict[str, Any] = {}
+        self._node_ids: dict[str, str] = {}
         self._cls: Any = None
 
-    def add_joined(self, nodes: list[dict[str, Any]]) -> None:
+    def _on(self, name: str, gpus: int) -> Any:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+        strategy = NodeAffinitySchedulingStrategy(node_id=self._node_ids[name], soft=False)
+        return self._cls.options(num_gpus=gpus, scheduling_strategy=strategy).remote()
+
+    def add_joined(self, nodes: list[dict[str, Any]]) -> None:
         if self._cls is None:
             self._cls = probe_class(self.ray)
         for node in nodes:
             name = str(node.get("NodeName"))
             if name in self.expected and name not in self.actors:
-                # nccl: one rank per GPU, each actor holding its GPU, as the workload's ranks do
-                self.ranks[name] = [
-                    self._cls.options(
-                        num_gpus=1 if self.backend == "nccl" else 0,
-                        scheduling_strategy=NodeAffinitySchedulingStrategy(
-                            node_id=node["NodeID"], soft=False
-                        ),
-                    ).remote()
-                    for _ in range(self.ranks_per_node)
-                ]
-                self.actors[name] = self.ranks[name][0]
+                self._node_ids[name] = str(node["NodeID"])
+                self.actors[name] = self._on(name, 0)
                 self.warming[name] = self.actors[name].warm.remote()
+
+    def make_ranks(self) -> dict[str, Any]:
+        """The collectives' ranks: the node probes for gloo; for nccl one actor per GPU holding
+        it, as the workload's ranks do. They are made only now: GPU ranks made at join would
+        hold every GPU while the placement rehearsal asks for them. Returns warm-up refs."""
+        if self.backend != "nccl":
+            self.ranks = {name: [actor] for name, actor in self.actors.items()}
+            return {}
+        refs = {}
+        for name in self.actors:
+            self.ranks[name] = [self._on(name, 1) for _ in range(self.ranks_per_node)]
+            for index, rank in enumerate(self.ranks[name]):
+                refs[f"{name}:{index}"] = rank.warm.remote()
+        return refs
 
 
 def _wait_all(ray: Any, refs: dict[str, Any], deadline: float) -> list[str]:
@@ -706,12 +716,22 @@ def selftest(
     # versions and placement problems are reported with the collectives' findings; nodes
     # that cannot reach each other would only make the collectives wait for the deadline.
     # One node runs them too when it has several ranks (one per GPU).
-    ranks = [(name, actor) for name in expected for actor in probes.ranks[name]]
-    if unreachable or len(ranks) < 2:
+    if unreachable or len(expected) * probes.ranks_per_node < 2:
         problems += unreachable
         return {**report, "ok": not problems, "problems": problems}
+    starting = probes.make_ranks()
     ray.get(list(probes.warming.values()))  # torch imported everywhere (or found missing)
+    late = _wait_all(ray, starting, deadline) if starting else []
+    stuck = sorted({key.split(":")[0] for key in late})
+    if stuck:
+        problems += [
+            f"node={name} could not start its {probes.ranks_per_node} GPU ranks (Ray has "
+            "fewer free GPUs there than the job asks for)"
+            for name in stuck
+        ]
+        return {**report, "ok": False, "problems": problems}
     lap("torch-import")
+    ranks = [(name, actor) for name in expected for actor in probes.ranks[name]]
     numel = size_mb * 1024 * 1024 // 4
     report["ranks"] = len(ranks)
     outcome, found = run_collective(ray, ranks, "allreduce", head_ip, numel, backend, deadline)
@@ -733,13 +753,13 @@ def selftest(
         pair = [expected[0], expected[-1]]
         sync_backend = "gloo" if sync_path == "ray-gloo" else backend
         constructor, why_not = ray.get(
-            actors[pair[0]].sync_constructor.remote(sync_path, sync_backend)
+            probes.ranks[pair[0]][0].sync_constructor.remote(sync_path, sync_backend)
         )
         if constructor == "torch":
             sync_backend = backend
-        port = ray.get(actors[pair[0]].free_port.remote())
+        port = ray.get(probes.ranks[pair[0]][0].free_port.remote())
         refs = {
-            str(rank): actors[name].weight_sync.remote(
+            str(rank): probes.ranks[name][0].weight_sync.remote(
                 constructor, rank, 2, head_ip, port, sync_numel, sync_backend
             )
             for rank, name in enumerate(pair)
