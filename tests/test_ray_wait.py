@@ -414,7 +414,7 @@ def test_gpu_ranks_do_not_hold_the_gpus_the_placement_rehearsal_asks_for(
                     "copies": 1,
                     "tp": 2,
                 }
-            ]  # fmt: skip
+            ]
         )
         result = waiter(
             address,
