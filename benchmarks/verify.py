@@ -4,8 +4,10 @@ Goal (issue 10): verify over 32 SSH hosts takes at most 2x one host. The hosts a
 one real sshd on loopback (clusterctl/devcluster/sshd.py), so 32 sshd sessions and 32
 gathers share this machine's 2 cores with verify itself. Besides the wall time of the whole
 command, the CPU time of the verify process (its own, as its parent sees it) says what verify
-costs per host apart from what the 32 remote ends cost here. Both variants run interleaved in
-one run; figures are medians.
+costs per host apart from what the 32 remote ends cost here, and the CPU time of the remote
+ends (the sshd and every session it forked: the login user's shell start-up and the gather)
+says what this machine spends on the side that a real cluster spreads over 32 machines. Both
+variants run interleaved in one run; figures are medians.
 
     python -m benchmarks.verify [--repeat 3] [--hosts 32]
 """
@@ -28,8 +30,17 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "cpu-dev-cluster.yaml"
 
 
-def run_verify(config: Path, home: Path, hosts: list[str]) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of the verify process)."""
+def reaped_cpu(pid: int) -> float:
+    """CPU seconds of a process and of its children it has reaped (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    utime, stime, cutime, cstime = (int(f) for f in fields[11:15])
+    return (utime + stime + cutime + cstime) / os.sysconf("SC_CLK_TCK")
+
+
+def run_verify(
+    config: Path, home: Path, hosts: list[str], sshd_pid: int
+) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds of the verify process, CPU seconds of the remote ends)."""
     cmd = [
         "clusterctl",
         "verify",
@@ -41,6 +52,7 @@ def run_verify(config: Path, home: Path, hosts: list[str]) -> tuple[float, float
         ",".join(hosts),
     ]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    remote_before = reaped_cpu(sshd_pid)
     start = time.perf_counter()
     proc = subprocess.run(
         cmd, capture_output=True, text=True, env={**os.environ, "HOME": str(home)}, check=False
@@ -50,7 +62,7 @@ def run_verify(config: Path, home: Path, hosts: list[str]) -> tuple[float, float
     if '"nodes"' not in proc.stdout:
         raise SystemExit(f"verify failed: {proc.stderr}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return elapsed, cpu
+    return elapsed, cpu, reaped_cpu(sshd_pid) - remote_before
 
 
 def main() -> None:
@@ -63,25 +75,52 @@ def main() -> None:
         server = start_loopback_sshd(Path(tmp), aliases)
         try:
             one, many = [], []
+            pid = server.process.pid
             for _ in range(args.repeat):
-                one.append(run_verify(server.ssh_config, Path(tmp), aliases[:1]))
-                many.append(run_verify(server.ssh_config, Path(tmp), aliases))
+                one.append(run_verify(server.ssh_config, Path(tmp), aliases[:1], pid))
+                many.append(run_verify(server.ssh_config, Path(tmp), aliases, pid))
+            script = gather_script()
+            gather = [gather_cpu(script) for _ in range(args.repeat)]
         finally:
             server.stop()
     many_name = f"{args.hosts} hosts"
     rows = {
-        "1 host": (statistics.median(w for w, _ in one), statistics.median(c for _, c in one)),
-        many_name: (statistics.median(w for w, _ in many), statistics.median(c for _, c in many)),
+        "1 host": tuple(statistics.median(run[i] for run in one) for i in range(3)),
+        many_name: tuple(statistics.median(run[i] for run in many) for i in range(3)),
     }
-    base_wall, base_cpu = rows["1 host"]
-    print("| hosts | wall seconds | x one host | verify's own CPU seconds | x one host |")
-    print("|---|---|---|---|---|")
-    for name, (wall, cpu) in rows.items():
+    base_wall, base_cpu, _ = rows["1 host"]
+    print(
+        "| hosts | wall seconds | x one host | verify's own CPU seconds | x one host "
+        "| remote ends' CPU seconds (per host) |"
+    )
+    print("|---|---|---|---|---|---|")
+    for name, (wall, cpu, remote) in rows.items():
+        count = 1 if name == "1 host" else args.hosts
         print(
-            f"| {name} | {wall:.2f} | {wall / base_wall:.2f} | {cpu:.2f} | {cpu / base_cpu:.2f} |"
+            f"| {name} | {wall:.2f} | {wall / base_wall:.2f} | {cpu:.2f} | {cpu / base_cpu:.2f} "
+            f"| {remote:.2f} ({remote / count:.3f}) |"
         )
-    print(f"\nwall ratio {rows[many_name][0] / base_wall:.2f} (goal: at most 2.0)")
-    save_results("verify", {"rows": rows, "one": one, "many": many})
+    print(
+        f"\nwall ratio {rows[many_name][0] / base_wall:.2f} (goal: at most 2.0); "
+        f"the gather script alone, run here with bash: {statistics.median(gather):.3f} CPU s"
+    )
+    save_results("verify", {"rows": rows, "one": one, "many": many, "gather_cpu": gather})
+
+
+def gather_script() -> str:
+    """The gather script verify sends to every host for the example spec."""
+    from clusterctl.render.bundle import render_gather_script
+    from clusterctl.spec.loader import load_spec
+
+    return render_gather_script(load_spec(str(EXAMPLE), ()).spec)
+
+
+def gather_cpu(script: str) -> float:
+    """CPU seconds of one gather run locally (bash and every tool it starts)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(["bash", "-s"], input=script, capture_output=True, text=True, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 if __name__ == "__main__":

@@ -284,3 +284,33 @@ def test_the_busiest_gpu_of_a_node(
 def test_no_gpu_tool_says_nothing(library: Path) -> None:
     result = bash(library, "PATH=/nonexistent SLURMD_NODENAME=n cc_node_gpu_busy; echo rc=$?")
     assert result.stdout == "rc=0\n"
+
+
+def test_waiter_runs_from_its_stdin_with_the_node_names_after_it(
+    library: Path, tmp_path: Path
+) -> None:
+    """The waiter's source and the node names reach python3 through stdin, framed by the
+    source's size in bytes (non-ASCII included): argv carries neither, whatever their size."""
+    names = [f"node{i:05d}" for i in range(20000)]  # 200 KB of names: over one argv string
+    listed = tmp_path / "allocation.txt"
+    listed.write_text("\n".join(names) + "\n")
+    (tmp_path / "logs").mkdir()
+    result = bash(
+        library,
+        f"""
+CC_LOG_DIR={tmp_path}/logs CC_HEAD_NODE=node00000
+mapfile -t CC_NODE_LIST < {listed}
+export LC_ALL=C.UTF-8
+CC_RAY_WAIT_PY+=$'\\nNOTE = "µs — a source cut short is a syntax error"'
+cc_write_waiter_input
+python3 -c "$CC_WAITER_BOOT" "$CC_WAITER_SIZE" --address 127.0.0.1:1 --head-ip 127.0.0.1 \\
+  --nodes - --phase-token t --start-deadline 1 --join-deadline 1 < "$CC_LOG_DIR/waiter.in"
+""",
+    )
+    waiter = (ROOT / "clusterctl" / "runtime" / "ray_wait.py").read_text()
+    sent = (tmp_path / "logs" / "ray_wait.py").read_text()
+    assert sent == waiter + '\nNOTE = "µs — a source cut short is a syntax error"\n'
+    assert (tmp_path / "logs" / "node-names.txt").read_text().split() == names
+    # the real waiter ran: it parsed its arguments and asked the (absent) head
+    assert "GCS at 127.0.0.1:1 did not answer" in result.stderr + result.stdout
+    assert 'CLUSTERCTL_RESULT {"status": "head-timeout"}' in result.stdout
