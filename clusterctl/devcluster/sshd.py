@@ -37,9 +37,11 @@ def start_loopback_sshd(
     aliases: list[str],
     unknown: tuple[str, ...] = (),
     jumped: tuple[str, ...] = (),
+    user: str = "root",
 ) -> LoopbackSshd:
     """Start sshd on a free loopback port; ALIASES know its host key, UNKNOWN ones do not,
-    JUMPED ones reach it through the first alias (ProxyJump)."""
+    JUMPED ones reach it through the first alias (ProxyJump). Every alias logs in as USER,
+    who must be able to read DIRECTORY (sshd reads authorized_keys as the user)."""
     sshd = shutil.which("sshd") or "/usr/sbin/sshd"
     if not Path(sshd).exists():
         raise UsageError("sshd is missing: `clusterctl dev-cluster up` installs openssh-server")
@@ -79,7 +81,7 @@ def start_loopback_sshd(
 
     def entry(alias: str, known: str, jump: str = "") -> str:
         return (
-            f"Host {alias}\n  HostName 127.0.0.1\n  Port {port}\n  User root\n"
+            f"Host {alias}\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n"
             f"  IdentityFile {d / 'user_key'}\n  UserKnownHostsFile {d / known}\n"
             + (f"  ProxyJump {jump}\n" if jump else "")
         )
