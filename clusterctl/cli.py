@@ -319,6 +319,7 @@ def _register_optional_commands() -> None:
     from clusterctl.devcluster.cli import dev_cluster
     from clusterctl.doctor.cli import doctor
     from clusterctl.image.cli import build, image
+    from clusterctl.importer.cli import import_command
     from clusterctl.jobs.cli import cancel, down, list_jobs, logs, status, wait
     from clusterctl.lint.cli import rules
     from clusterctl.verify.cli import verify
@@ -329,6 +330,7 @@ def _register_optional_commands() -> None:
     main.add_command(verify)
     main.add_command(doctor)
     main.add_command(dev_cluster)
+    main.add_command(import_command)
     for command in (status, logs, wait, cancel, down, list_jobs):
         main.add_command(command)
 

@@ -32,6 +32,7 @@ OPENRLHF_FLAGS: dict[str, tuple[str, str]] = {
     "init_kl_coef": ("init_kl_coef", "algo.kl.init_coef"),
     "advantage_estimator": ("advantage_estimator", "algo.advantage.estimator"),
     "remote_rm_url": ("remote_rm_url", "reward.remote_url"),
+    "agent_func_path": ("agent_func_path", "train.agent_func_path"),
     "async_train": ("async_train", "train.async_enable"),
     "param_dtype": ("param_dtype", "ds.param_dtype"),
     "fp16": ("fp16", "fp16"),
@@ -127,11 +128,21 @@ def openrlhf_gpu_budget(wl: OpenRLHFWorkload) -> tuple[int, list[str]]:
     has_ref = (as_float(openrlhf(wl, "init_kl_coef").value) or 0.0) > 0
     # train_ppo_ray.py drops the critic for every advantage estimator but gae.
     has_critic = str(openrlhf(wl, "advantage_estimator").value) == "gae"
-    has_reward = not openrlhf(wl, "remote_rm_url").value
+    # an agent function stands in for the reward model: train_ppo_ray.py sets
+    # remote_url = "agent" (OpenRLHF @3c3be62 and 0.9.10)
+    has_reward = not (
+        openrlhf(wl, "remote_rm_url").value or openrlhf(wl, "agent_func_path").value
+    )
     parts: list[str] = []
     if truthy(openrlhf(wl, "colocate_all").value):
         total = actor
-        parts.append(f"colocate_all: actor {actor} (ref, vLLM share it)")
+        # async training places vLLM engines on their own GPUs: create_vllm_engines gets
+        # the shared group only `if colocate_all and not async_enable` (train_ppo_ray.py)
+        if truthy(openrlhf(wl, "async_train").value) and vllm:
+            total += vllm
+            parts.append(f"colocate_all: actor {actor} (ref shares it), vLLM {engines}x{tp}")
+        else:
+            parts.append(f"colocate_all: actor {actor} (ref, vLLM share it)")
         if has_critic or has_reward:
             if truthy(openrlhf(wl, "colocate_critic_reward").value):
                 extra = critic if has_critic else reward

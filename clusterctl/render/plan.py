@@ -104,23 +104,32 @@ def _hydra_scalar(value: Scalar) -> str:
 
 def hydra_value(value: OverrideValue) -> str:
     """A Hydra override value: every string quoted (so `a,b` is no sweep, `[1,2]` no list and
-    `1` no integer), numbers, booleans and null bare, lists as [a,b]."""
+    `1` no integer), numbers, booleans and null bare, lists as [a,b], dicts as {k:v}."""
     if isinstance(value, list):
-        return "[" + ",".join(_hydra_scalar(item) for item in value) + "]"
+        return "[" + ",".join(hydra_value(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{hydra_value(v)}" for k, v in value.items()) + "}"
     return _hydra_scalar(value)
 
 
 def verl_argv(spec: JobSpec, wl: VerlWorkload) -> list[str]:
-    """python -m <entrypoint> with the overrides; clusterctl owns the allocation keys."""
+    """python -m <entrypoint> [--config-path P] [--config-name N] with the overrides; the
+    allocation keys default to the slurm section (a lower value leaves GPUs to another pool,
+    which check_consistency allows)."""
     owned = {
         "trainer.nnodes": str(spec.slurm.nodes),
         "trainer.n_gpus_per_node": str(spec.slurm.gpus_per_node or 0),
     }
     argv = ["python3", "-m", wl.entrypoint]
+    if wl.config_path is not None:
+        argv.append(f"--config-path={wl.config_path}")
+    if wl.config_name is not None:
+        argv.append(f"--config-name={wl.config_name}")
     for key, value in wl.overrides.items():
         if key.lstrip("+") in owned:
+            owned[key.lstrip("+")] = hydra_value(value)
             continue
-        argv.append(f"{key}={hydra_value(value)}")
+        argv.append(key if key.startswith("~") and value is None else f"{key}={hydra_value(value)}")
     argv += [f"{k}={v}" for k, v in owned.items()]
     return argv
 

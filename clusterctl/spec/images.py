@@ -21,6 +21,13 @@ from clusterctl.spec.models import BuildSpec, JobSpec
 _FIELDS = {"verl": "verl", "rocm": "rocm", "vllm": "vllm", "py": "python", "cuda": "cuda"}
 _PART = re.compile(r"(?<![A-Za-z])(verl|rocm|vllm|py|cuda)[-_]?(\d+(?:\.\d+)*)")
 _FAMILIES = ("rocm/verl", "rocm/vllm", "verlai/verl")
+# verl's own images (verl docker/README.md @ b178a3c, Jan 2026):
+# - `vllm012.dev3`, `vllm024.latest`: vLLM 0.12 / 0.24 written without the dot, the stable
+#   line built by docker/Dockerfile.stable.vllm (`git clone -b v0.12.0 .../vllm.git`);
+# - `app-verl0.5-...`, `base-verl0.5-...`: "verl0.5" names the image line (the dependencies
+#   of that verl release); the Dockerfiles install no verl (docker/verl0.5-*/Dockerfile.app.*),
+#   so the tag states no verl version.
+_VERLAI_COMPACT_VLLM = re.compile(r"vllm0(\d{2})(?!\d)")
 
 
 def image_versions(image: str) -> dict[str, str]:
@@ -32,7 +39,13 @@ def image_versions(image: str) -> dict[str, str]:
     if repository not in _FAMILIES:
         return {}
     found: dict[str, str] = {}
+    if repository == "verlai/verl":
+        compact = _VERLAI_COMPACT_VLLM.match(tag)
+        if compact:
+            return {"vllm": f"0.{int(compact.group(1))}"}
     for key, version in _PART.findall(tag):
+        if repository == "verlai/verl" and key == "verl":
+            continue
         found.setdefault(_FIELDS[key], version)
     return found
 

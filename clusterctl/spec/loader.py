@@ -30,20 +30,44 @@ _BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when
 MAX_DEPTH = 64
 MAX_ALIAS_EXPANSION = 100_000  # nodes that aliases may add beyond the document's own
 
-# YAML 1.1 reads 12:00:00 as the base-60 integer 43200 (and 1:30.5 as a float): a SLURM time
-# limit would become 30 days. Such scalars stay the strings the user wrote.
-_SEXAGESIMAL = re.compile(r"^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?$")
+# Plain scalars are typed as YAML 1.2's core schema types them (yaml.org/spec/1.2.2 10.3.2),
+# not as PyYAML's YAML 1.1 does: 12:00:00 stays the string SLURM expects (1.1: the base-60
+# integer 43200, a 30-day limit), off / yes / y stay strings (1.1: booleans, so
+# WANDB_MODE: off became "false"), 0755 and 0x1F stay what the user wrote (1.1: octal and hex
+# integers; 1.2 would read 0755 as 755), and 1e-6 is a float (1.1 wants a dot: a learning rate became a string).
+_CORE_RESOLVERS: list[tuple[str, re.Pattern[str], str]] = [
+    # before int and float: a leading zero (0755, a mode or an id) keeps its text
+    ("tag:yaml.org,2002:str", re.compile(r"^[-+]?0[0-9_]+$"), "-+0"),
+    ("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), "tTfF"),
+    ("tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$"), "-+0123456789"),
+    (
+        "tag:yaml.org,2002:float",
+        re.compile(
+            r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+            r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+        ),
+        "-+.0123456789",
+    ),
+]
+
+
+def _core_schema_resolvers() -> dict[str, list[tuple[str, re.Pattern[str]]]]:
+    out: dict[str, list[tuple[str, re.Pattern[str]]]] = {}
+    kept = ("tag:yaml.org,2002:null", "tag:yaml.org,2002:merge")
+    for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items():
+        out[first] = [(tag, regexp) for tag, regexp in resolvers if tag in kept]
+    for tag, regexp, firsts in _CORE_RESOLVERS:
+        for first in firsts:
+            out.setdefault(first, []).append((tag, regexp))
+    return out
 
 
 class _Loader(_BaseLoader):  # type: ignore[misc]
-    """The safe loader, minus base-60 numbers."""
+    """The safe loader with YAML 1.2 core-schema scalars."""
 
-    yaml_implicit_resolvers: ClassVar[dict[str, list[tuple[str, re.Pattern[str]]]]] = {
-        first: [("tag:yaml.org,2002:str", _SEXAGESIMAL), *resolvers]
-        if first in "+-0123456789"
-        else list(resolvers)
-        for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()
-    }
+    yaml_implicit_resolvers: ClassVar[dict[str, list[tuple[str, re.Pattern[str]]]]] = (
+        _core_schema_resolvers()
+    )
 
 
 @dataclass

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
+from typing_extensions import TypeAliasType
+
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -124,7 +126,10 @@ HydraKey = Annotated[
     ),
 ]
 Scalar = str | int | float | bool | None
-OverrideValue = Scalar | list[Scalar]
+# Hydra override values nest: lists of lists, dicts ({a: 1, b: [2, 3]}), as its grammar allows.
+OverrideValue = TypeAliasType(
+    "OverrideValue", "Scalar | list[OverrideValue] | dict[str, OverrideValue]"
+)
 
 
 class Section(BaseModel):
@@ -451,10 +456,23 @@ class VerlWorkload(Section):
     entrypoint: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$")] = Field(
         "verl.trainer.main_ppo", description="module run with python -m"
     )
+    config_path: Annotated[str, StringConstraints(pattern=r"^[^\x00\n]+$")] | None = Field(
+        None,
+        description="Hydra --config-path: a directory of the trainer's own configs (relative "
+        "to the entry point's module, or absolute in the container); unset: verl's own",
+    )
+    config_name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.@/-]+$")] | None = (
+        Field(
+            None,
+            description="Hydra --config-name, e.g. ppo_megatron_trainer; unset: the entry "
+            "point's default config",
+        )
+    )
     overrides: dict[HydraKey, OverrideValue] = Field(
         default_factory=dict,
-        description="Hydra overrides; trainer.nnodes and trainer.n_gpus_per_node are set "
-        "from the slurm section",
+        description="Hydra overrides, values as Hydra's grammar types them (numbers, lists, "
+        "dicts); trainer.nnodes and trainer.n_gpus_per_node default to the slurm section "
+        "(set them lower when another resource pool, e.g. a reward model's, takes the rest)",
     )
 
 

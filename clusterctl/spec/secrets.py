@@ -40,8 +40,18 @@ _REFERENCE = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)"
 
 
 def secret_name(name: str, environment: bool = True) -> bool:
-    """True for names that conventionally carry credentials."""
-    parts = [p.lower() for p in re.split(r"[^A-Za-z0-9]+", name)]
+    """True for names that conventionally carry credentials.
+
+    In an environment name any credential segment counts (AWS_SECRET_ACCESS_KEY, HF_TOKEN).
+    In a framework setting only the last segment does: that is what the setting holds
+    (hf_token, api_key), while verl's ppo_max_token_len_per_gpu and Megatron's
+    moe_token_dispatcher_type hold a length and a mode.
+    """
+    parts = [p.lower() for p in re.split(r"[^A-Za-z0-9]+", name) if p]
+    if not environment:
+        parts = parts[-2:]  # the last segment, and the one qualifying it (api_key)
+        if parts and parts[-1] not in _SECRET_SEGMENTS | {"key"}:
+            return False
     for i, part in enumerate(parts):
         if part in _SECRET_SEGMENTS:
             return True

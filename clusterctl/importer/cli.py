@@ -1,0 +1,83 @@
+"""clusterctl import: a launch script in, a spec out."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import click
+
+from clusterctl.console import user_errors
+from clusterctl.errors import UsageError
+from clusterctl.spec.presets import PRESETS
+
+
+@click.command("import")
+@click.argument("script", type=click.Path(dir_okay=False))
+@click.option("-o", "--out", "out_file", type=click.Path(dir_okay=False), help="Spec to write.")
+@click.option(
+    "--preset",
+    type=click.Choice(sorted(PRESETS)),
+    help="hardware.preset (default: a guess from the script, marked as one).",
+)
+@click.option("--image", help="container.image (default: a placeholder, marked as one).")
+@click.option(
+    "--env",
+    "env_items",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A variable the script reads from its environment, e.g. --env HOME=/root "
+    "(repeatable); others stay as written and are listed.",
+)
+def import_command(
+    script: str,
+    out_file: str | None,
+    preset: str | None,
+    image: str | None,
+    env_items: tuple[str, ...],
+) -> None:
+    """Turn a launch script (bash, sbatch, ray job submit ... -- python3 -m ...) into a
+    spec. The script is parsed, never run; each value names its source line, and every
+    line that was not mapped is listed with the reason."""
+    from clusterctl.importer.convert import ImportError_, import_script, to_yaml
+    from clusterctl.importer.shell import ScriptError
+
+    with user_errors():
+        env = {}
+        for item in env_items:
+            name, sep, value = item.partition("=")
+            if not sep or not name:
+                raise UsageError(f"--env {item!r}: write NAME=VALUE")
+            env[name] = value
+        try:
+            source = Path(script).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"{script}: {exc.strerror}") from None
+        try:
+            imported = import_script(source, env, preset, image)
+        except (ScriptError, ImportError_) as exc:
+            raise UsageError(f"{script}: {exc}") from None
+        text = to_yaml(imported, script)
+        if out_file is None:
+            click.echo(text, nl=False)
+            return
+        target = Path(out_file)
+        if target.exists():
+            raise UsageError(f"{out_file} exists; nothing was written")
+        fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, target)
+    click.echo(
+        f"{out_file}: {len(imported.unmapped)} lines not mapped (listed at its end); "
+        f"next: clusterctl validate {out_file}",
+        err=True,
+    )
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,0 +1,491 @@
+"""Turn a launch script into a clusterctl spec: every value with the script line it came from,
+every line that could not be mapped listed with its reason.
+
+The trainer's arguments are read by the frameworks' own parsers: Hydra's command-line parser
+and override grammar for verl (so ``lr=1e-6`` is the float Hydra makes of it), and for
+OpenRLHF the argv as argparse sees it (``--flag`` alone is true, values as written).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from clusterctl.importer.shell import Command, Script, read_script
+from clusterctl.spec.secrets import secret_name
+
+Path = tuple[str | int, ...]
+
+_PYTHON = re.compile(r"^(?:.*/)?python(?:3(?:\.\d+)?)?$")
+_TRAINER_MODULE = re.compile(r"^(verl|openrlhf|recipe)\.")
+# Variables clusterctl sets itself in every container (templates/partials/node.sh.j2): Ray
+# assigns GPUs, so a script's own visibility masks and Ray switches are not carried over.
+_OWNED_ENV = {
+    "CUDA_VISIBLE_DEVICES": "Ray assigns GPUs to workers; clusterctl leaves it unset",
+    "HIP_VISIBLE_DEVICES": "Ray assigns GPUs to workers; clusterctl leaves it unset",
+    "ROCR_VISIBLE_DEVICES": "Ray assigns GPUs to workers; clusterctl leaves it unset",
+    "RAY_ADDRESS": "clusterctl starts Ray and gives the trainer the head's address",
+}
+_NETWORK_PREFIXES = ("NCCL_", "RCCL_", "UCX_", "GLOO_", "TORCH_NCCL_")
+# sbatch option -> slurm field (sbatch(1), slurm 22.05); short forms beside.
+_SBATCH_FIELDS = {
+    "partition": "partition",
+    "p": "partition",
+    "account": "account",
+    "A": "account",
+    "qos": "qos",
+    "q": "qos",
+    "time": "time",
+    "t": "time",
+    "job-name": "job_name",
+    "J": "job_name",
+    "nodes": "nodes",
+    "N": "nodes",
+    "gpus-per-node": "gpus_per_node",
+    "cpus-per-task": "cpus_per_task",
+    "c": "cpus_per_task",
+    "mem": "mem",
+    "nodelist": "nodelist",
+    "w": "nodelist",
+    "exclude": "exclude",
+    "x": "exclude",
+    "constraint": "constraint",
+    "C": "constraint",
+    "output": "output",
+    "o": "output",
+    "error": "error",
+    "e": "error",
+}
+_INT_FIELDS = {"nodes", "gpus_per_node", "cpus_per_task"}
+
+
+class ImportError_(ValueError):
+    """The script holds no trainer call this importer can turn into a spec."""
+
+
+@dataclass
+class Imported:
+    """A spec as nested dicts, the script line of each value, and what was not mapped."""
+
+    spec: dict[str, Any] = field(default_factory=dict)
+    lines: dict[Path, int] = field(default_factory=dict)
+    comments: dict[Path, str] = field(default_factory=dict)
+    unmapped: list[tuple[int, str]] = field(default_factory=list)
+    trainer_argv: list[str] = field(default_factory=list)
+
+    def put(self, path: Path, value: Any, line: int | None, comment: str = "") -> None:
+        node = self.spec
+        for part in path[:-1]:
+            node = node.setdefault(part, {})  # type: ignore[assignment]
+        node[path[-1]] = value  # type: ignore[index]
+        if line is not None:
+            self.lines[path] = line
+        if comment:
+            self.comments[path] = comment
+
+    def get(self, path: Path) -> Any:
+        node: Any = self.spec
+        for part in path:
+            if not isinstance(node, dict) or part not in node:
+                return None
+            node = node[part]
+        return node
+
+    def skip(self, line: int, why: str) -> None:
+        self.unmapped.append((line, why))
+
+
+@dataclass
+class TrainerCall:
+    command: Command
+    launcher: list[str]  # the words before python (srun ..., ray job submit ... --, uv run)
+    python_args: list[str]  # between python and the module (-u, -X ...)
+    module: str
+    args: list[str]
+
+
+def find_trainer(script: Script) -> TrainerCall | None:
+    """The first verl / OpenRLHF entry point run with python -m, whatever launches it."""
+    for command in script.commands:
+        argv = command.argv
+        for i, word in enumerate(argv):
+            if not _PYTHON.match(word):
+                continue
+            try:
+                m = argv.index("-m", i + 1)
+            except ValueError:
+                break
+            if m + 1 < len(argv) and _TRAINER_MODULE.match(argv[m + 1]):
+                return TrainerCall(
+                    command, argv[:i], argv[i + 1 : m], argv[m + 1], list(argv[m + 2 :])
+                )
+            break
+    return None
+
+
+def find_other_launch(script: Script) -> Command | None:
+    """A framework run by a launcher of its own (torchrun, deepspeed) or as a script file:
+    not a Ray job, so clusterctl can run it only as a command in the head container."""
+    for command in script.commands:
+        text = " ".join(command.argv)
+        if command.argv[0] in ("torchrun", "deepspeed", "accelerate") or (
+            _PYTHON.match(command.argv[0]) and re.search(r"\S+\.py\b", text)
+        ):
+            if re.search(r"verl|openrlhf|main_ppo|\btrain", text):
+                return command
+    return None
+
+
+def import_script(
+    source: str | bytes,
+    env: Mapping[str, str] | None = None,
+    preset: str | None = None,
+    image: str | None = None,
+) -> Imported:
+    """The spec a launch script says, as far as it can be read."""
+    script = read_script(source, env)
+    call = find_trainer(script)
+    if call is None and (other := find_other_launch(script)) is not None:
+        return _command_workload(script, other, preset, image)
+    if call is None:
+        seen = sorted({c.argv[0] for c in script.commands})
+        raise ImportError_(
+            "no verl or OpenRLHF trainer run with python -m was found "
+            f"(commands seen: {', '.join(seen) or 'none'})"
+        )
+    out = Imported()
+    out.trainer_argv = [call.module, *call.args]
+    line = call.command.line
+    framework = "verl" if call.module.startswith(("verl.", "recipe.")) else "openrlhf"
+    _slurm(script, out)
+    if framework == "verl":
+        _verl(call, out)
+    else:
+        _openrlhf(call, out)
+    _launcher(call, out)
+    _environment(script, call, out)
+    _hardware(script, call, out, preset)
+    if out.get(("container", "image")) is None:
+        out.put(
+            ("container", "image"),
+            image or f"{framework}:latest",
+            None,
+            "given with --image" if image else "not in the script: the image your nodes hold",
+        )
+    for note_line, note in script.notes:
+        out.skip(note_line, note)
+    for command in script.commands:
+        if command is not call.command:
+            out.skip(command.line, f"{command.argv[0]}: {_why_not_run(command)}")
+    for item in call.command.unresolved:
+        out.skip(line, f"{item} is not resolved: its text is kept in the spec")
+    out.unmapped.sort()
+    return out
+
+
+def _command_workload(
+    script: Script, command: Command, preset: str | None, image: str | None
+) -> Imported:
+    """torchrun / deepspeed / a python script: the argv as it is, run on one node."""
+    out = Imported()
+    out.trainer_argv = list(command.argv)
+    _slurm(script, out)
+    out.put(("workload", "framework"), "command", command.line)
+    out.put(("workload", "command"), list(command.argv), command.line)
+    out.skip(
+        command.line,
+        f"{command.argv[0]} is not a Ray job: clusterctl runs it as a command in the head "
+        "container once Ray is up; a multi-node torchrun/deepspeed rendezvous is not set up",
+    )
+    _hardware(script, None, out, preset)
+    out.put(
+        ("container", "image"),
+        image or "trainer:latest",
+        None,
+        "given with --image" if image else "not in the script: the image your nodes hold",
+    )
+    for other in script.commands:
+        if other is not command:
+            out.skip(other.line, f"{other.argv[0]}: {_why_not_run(other)}")
+    for note_line, note in script.notes:
+        out.skip(note_line, note)
+    out.unmapped.sort()
+    return out
+
+
+def _why_not_run(command: Command) -> str:
+    name = command.argv[0]
+    if name == "ray":
+        return "clusterctl starts and stops Ray itself on every node"
+    if name in ("set", "echo", "cd", "mkdir", "sleep", "wait", "trap", "exit", "pwd"):
+        return "shell bookkeeping of the script"
+    if name in ("pip", "pip3", "uv"):
+        return "installs belong in the image (container.build.pip_packages)"
+    return "not the trainer: run it in the image or before submitting"
+
+
+def _slurm(script: Script, out: Imported) -> None:
+    for line, option in script.sbatch:
+        name, value = _option(option)
+        if name is None:
+            out.skip(line, f"#SBATCH {option}: not an option")
+            continue
+        target = _SBATCH_FIELDS.get(name)
+        if name == "exclusive":
+            out.put(("slurm", "exclusive"), True, line)
+        elif name == "ntasks-per-node" or name in ("ntasks", "n"):
+            out.skip(line, f"#SBATCH {option}: clusterctl runs one task (one container) per node")
+        elif name == "gres" and value and value.startswith("gpu:"):
+            count = value.rsplit(":", 1)[-1]
+            if count.isdigit():
+                out.put(("slurm", "gpus_per_node"), int(count), line)
+                out.put(("slurm", "gpu_request"), "gres", line)
+                if value.count(":") == 2:
+                    out.put(("slurm", "gres_type"), value.split(":")[1], line)
+        elif target and value is not None:
+            if not re.match(r"^[A-Za-z0-9_.,:+=@%/\[\]-]+$", value):
+                out.skip(line, f"#SBATCH {option}: {value!r} is not a value sbatch accepts")
+            elif target in _INT_FIELDS:
+                if value.isdigit():
+                    out.put(("slurm", target), int(value), line)
+                else:
+                    out.skip(line, f"#SBATCH {option}: not a number")
+            else:
+                out.put(("slurm", target), value, line)
+        else:
+            extra = out.get(("slurm", "extra")) or []
+            out.put(("slurm", "extra"), [*extra, option], line)
+
+
+def _option(option: str) -> tuple[str | None, str | None]:
+    if option.startswith("--"):
+        name, sep, value = option[2:].partition("=")
+        return name, value if sep else None
+    if option.startswith("-") and len(option) >= 2:
+        return option[1], option[2:] or None
+    return None, None
+
+
+def _verl(call: TrainerCall, out: Imported) -> None:
+    from hydra._internal.utils import get_args_parser
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import OverrideType
+    from hydra.errors import HydraException
+
+    line = call.command.line
+    out.put(("workload", "framework"), "verl", line)
+    out.put(("workload", "entrypoint"), call.module, line)
+    try:
+        parsed = get_args_parser().parse_args(call.args)
+    except SystemExit:
+        raise ImportError_(f"line {line}: Hydra's command line parser refuses the arguments")
+    if parsed.config_path:
+        out.put(("workload", "config_path"), parsed.config_path, line)
+    if parsed.config_name:
+        out.put(("workload", "config_name"), parsed.config_name.removesuffix(".yaml"), line)
+    if parsed.multirun:
+        out.skip(line, "--multirun: clusterctl runs one trainer per job")
+    parser = OverridesParser.create()
+    seen: dict[str, str] = {}
+    for text in parsed.overrides:
+        try:
+            override = parser.parse_override(text)
+        except HydraException as exc:
+            key, sep, raw = text.partition("=")
+            unresolved = [u for u in call.command.unresolved if u in raw]
+            if not (sep and unresolved):
+                reason = str(exc).splitlines()[0]
+                raise ImportError_(f"line {line}: Hydra refuses {text!r}: {reason}") from None
+            out.skip(line, f"{key}: {unresolved[0]} is not resolved; kept as a string")
+            overrides_map = out.get(("workload", "overrides")) or {}
+            overrides_map[key] = raw
+            out.put(("workload", "overrides"), overrides_map, line)
+            continue
+        prefix = {OverrideType.ADD: "+", OverrideType.FORCE_ADD: "++", OverrideType.DEL: "~"}
+        key = prefix.get(override.type, "") + override.key_or_group
+        if override.package is not None:
+            key += f"@{override.package}"
+        if override.is_sweep_override():
+            out.skip(line, f"{override.input_line}: a sweep; one trainer runs per job")
+            continue
+        value = override.value()
+        if key in seen:
+            out.skip(line, f"{seen[key]} is given again later; Hydra keeps the last value")
+        seen[key] = override.input_line
+        bare = key.lstrip("+")
+        if bare in ("trainer.nnodes", "trainer.n_gpus_per_node") and isinstance(value, str):
+            out.skip(line, f"{bare}={value}: clusterctl sets it from the slurm section")
+        elif bare == "trainer.nnodes" and isinstance(value, int):
+            out.put(("slurm", "nodes"), value, line, "trainer.nnodes")
+        elif bare == "trainer.n_gpus_per_node" and isinstance(value, int):
+            out.put(("slurm", "gpus_per_node"), value, line, "trainer.n_gpus_per_node")
+        else:
+            overrides_map = out.get(("workload", "overrides")) or {}
+            overrides_map[key] = value
+            out.put(("workload", "overrides"), overrides_map, line)
+
+
+def _openrlhf_value(text: str) -> Any:
+    """A value as written: numbers only where they read back to the same text."""
+    for kind in (int, float):
+        try:
+            number = kind(text)
+        except ValueError:
+            continue
+        if str(number) == text:
+            return number
+    return text
+
+
+def _openrlhf(call: TrainerCall, out: Imported) -> None:
+    line = call.command.line
+    out.put(("workload", "framework"), "openrlhf", line)
+    out.put(("workload", "entrypoint"), call.module, line)
+    args: dict[str, Any] = {}
+    name: str | None = None
+    for word in call.args:
+        if word.startswith("--") and len(word) > 2:
+            name, sep, value = word[2:].partition("=")
+            if name in args:
+                out.skip(line, f"--{name} is given again later; argparse keeps the last value")
+            args[name] = _openrlhf_value(value) if sep else True
+            if sep:
+                name = None
+        elif name is None:
+            out.skip(line, f"{word!r}: a value with no option before it")
+        else:
+            current = args[name]
+            item = _openrlhf_value(word)
+            args[name] = item if current is True else [*_as_list(current), item]
+    for key, value in list(args.items()):
+        # OpenRLHF's --use_wandb / --logger.wandb.key take the API key itself
+        if key in ("use_wandb", "logger.wandb.key") and isinstance(value, str):
+            if value != "True":
+                args[key] = "True"
+                passthrough = out.get(("container", "env_passthrough")) or []
+                if "WANDB_API_KEY" not in passthrough:
+                    out.put(("container", "env_passthrough"), [*passthrough, "WANDB_API_KEY"], line)
+                out.skip(
+                    line,
+                    f"--{key}: the key itself is never written into the spec; export "
+                    "WANDB_API_KEY before submitting (OpenRLHF logs in with it)",
+                )
+    out.put(("workload", "args"), args, line)
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _launcher(call: TrainerCall, out: Imported) -> None:
+    line = call.command.line
+    words = call.launcher
+    if call.python_args:
+        out.skip(line, f"python {' '.join(call.python_args)}: clusterctl runs python3 -m")
+    if not words:
+        return
+    if words[:3] == ["ray", "job", "submit"]:
+        for word in words[3:]:
+            if word.startswith(("--runtime-env", "--working-dir")):
+                out.skip(
+                    line,
+                    f"ray job submit {word}: the trainer runs in the head container; its "
+                    "files and environment come from the image and container.env",
+                )
+        return
+    out.skip(line, f"{' '.join(words)}: clusterctl launches the trainer in the head container")
+
+
+def _environment(script: Script, call: TrainerCall, out: Imported) -> None:
+    values = {n: (v.value, v.line) for n, v in script.exported().items()}
+    values.update({n: (v, call.command.line) for n, v in call.command.env.items()})
+    for name, (value, line) in sorted(values.items(), key=lambda item: item[1][1]):
+        if name in _OWNED_ENV:
+            out.skip(line, f"{name}: {_OWNED_ENV[name]}")
+        elif name.startswith("RAY_EXPERIMENTAL_NOSET_"):
+            out.skip(line, f"{name}: clusterctl sets the switch that versions.ray reads")
+        elif name in ("PATH", "PYTHONPATH", "HOME", "LD_LIBRARY_PATH"):
+            out.skip(line, f"{name}: the image's own; set it there")
+        elif secret_name(name) or value.startswith("$"):
+            passthrough = out.get(("container", "env_passthrough")) or []
+            if name not in passthrough:
+                out.put(("container", "env_passthrough"), [*passthrough, name], line)
+            out.skip(line, f"{name}: passed through from the submitting environment, never written")
+        elif name == "NCCL_SOCKET_IFNAME":
+            out.put(("network", "socket_ifname"), value, line)
+        elif name == "NCCL_IB_HCA":
+            out.put(("network", "hcas"), [h for h in value.split(",") if h], line)
+        elif name == "NCCL_IB_GID_INDEX" and value.isdigit():
+            out.put(("network", "gid_index"), int(value), line)
+        elif name.startswith(_NETWORK_PREFIXES):
+            out.put(("network", "nccl_env", name), value, line)
+        else:
+            out.put(("container", "env", name), value, line)
+
+
+_AMD_MARKERS = re.compile(r"HIP_VISIBLE_DEVICES|ROCR_VISIBLE|rocm|MI300|mi300|RCCL_|amd", re.I)
+
+
+def _hardware(script: Script, call: object, out: Imported, preset: str | None) -> None:
+    if preset is not None:
+        out.put(("hardware", "preset"), preset, None, "given with --preset")
+        return
+    text = " ".join(" ".join(c.argv) for c in script.commands) + " ".join(script.variables)
+    guess = "mi300x" if _AMD_MARKERS.search(text) else "h100"
+    out.put(
+        ("hardware", "preset"),
+        guess,
+        None,
+        "a guess (the script names no hardware): give --preset",
+    )
+
+
+def to_yaml(imported: Imported, source: str) -> str:
+    """The spec as YAML, each value commented with the script line it came from, and the
+    lines that were not mapped listed at the end. Scalars are written by PyYAML (its quoting)."""
+    import yaml
+
+    from clusterctl.spec.loader import parse_yaml
+
+    def scalar(value: Any) -> str:
+        text = yaml.safe_dump(value, default_flow_style=True, width=10**9, allow_unicode=True)
+        text = text.removesuffix("\n...\n").rstrip("\n")
+        # PyYAML quotes for YAML 1.1; the spec loader reads YAML 1.2 (1e-6 is a number
+        # there): whatever would not read back as written is double-quoted (JSON is YAML).
+        if parse_yaml(f"v: {text}", "<import>")[0]["v"] != value:
+            text = json.dumps(value, ensure_ascii=False)
+        return text
+
+    lines = [
+        f"# Imported by clusterctl import from {source}.",
+        "# Each value names the script line it came from; check the ones marked as guesses.",
+    ]
+
+    def walk(node: dict[str, Any], path: Path, indent: int) -> None:
+        for key, value in node.items():
+            here = (*path, key)
+            where = imported.lines.get(here)
+            notes = [f"line {where}"] if where else []
+            if here in imported.comments:
+                notes.append(imported.comments[here])
+            comment = f"  # {'; '.join(notes)}" if notes else ""
+            pad = "  " * indent
+            free_form = path[-1:] in (("overrides",), ("args",), ("env",), ("nccl_env",))
+            if isinstance(value, dict) and value and not free_form:
+                lines.append(f"{pad}{scalar(key)}:{comment}")
+                walk(value, here, indent + 1)
+            else:
+                lines.append(f"{pad}{scalar(key)}: {scalar(value)}{comment}")
+
+    order = ["slurm", "hardware", "versions", "container", "network", "ray", "workload"]
+    ordered = {k: imported.spec[k] for k in order if k in imported.spec}
+    walk(ordered, (), 0)
+    if imported.unmapped:
+        lines.append("")
+        lines.append(f"# Not mapped from {source} (line: why):")
+        for line, why in imported.unmapped:
+            lines.append(f"#   {line}: {why}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,248 @@
+"""clusterctl import: the bash reader, the conversion, and the frameworks' own launch scripts
+(tests/corpus/launch, verl @b178a3c and OpenRLHF @3c3be62, see SOURCES.md there)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+from clusterctl.cli import main
+from clusterctl.importer.convert import ImportError_, import_script, to_yaml
+from clusterctl.importer.shell import ScriptError, read_script
+from clusterctl.lint.registry import run_rules
+from clusterctl.render.plan import openrlhf_args, verl_argv
+from clusterctl.spec.loader import load_spec_text
+from clusterctl.spec.models import CommandWorkload, OpenRLHFWorkload, VerlWorkload
+
+CORPUS = Path(__file__).parent / "corpus" / "launch"
+SCRIPTS = sorted(p for p in CORPUS.glob("*/*") if p.suffix in (".sh", ".slurm"))
+HOME = "/home/user"
+
+# Scripts that cannot become a spec, and why: each refusal is one clear line (exit 2).
+REFUSED = {
+    "openrlhf/train_ppo_ray_slurm.sh": "a template: `OPENRLHF_PATH=<OPENRLHF_ROOT_PATH>` is a "
+    "bash syntax error (bash -n refuses it too)",
+    "openrlhf/docker_run.sh": "starts a container; runs no trainer",
+    "openrlhf/nvidia_docker_install.sh": "installs the NVIDIA container toolkit; no trainer",
+    "openrlhf/ckpt_ds_zero_to_universal.sh": "converts a checkpoint; no trainer",
+    "openrlhf/train_nonrl_slurm.sh": "its trainer is inside `srun bash -c` in a file it "
+    "sources (./train_dpo_llama.sh): the import does not read nested scripts",
+    "verl/grpo_trainer__run_deepseek671b_math_megatron_80gb.sh": "a template: "
+    "`model.path=<path_to_dsv3_config>` is refused by Hydra's own override parser",
+    "verl/grpo_trainer__run_qwen3_4b_grpo_vllm_1k_npu.sh": "an upstream typo "
+    "(`qwen3_4b_grpo_8npu}`) that Hydra's own parser refuses",
+    "verl/slurm__ray_on_slurm.slurm": "starts Ray by hand; its trainer is in a heredoc",
+}
+# Real multi-node hazards that a rule refuses on an imported example (none today).
+HAZARDS: dict[str, set[str]] = {}
+
+
+def name_of(path: Path) -> str:
+    return f"{path.parent.name}/{path.name}"
+
+
+def recorded_call(path: Path, module_or_cmd: str) -> list[str] | None:
+    """The argv the script really ran (record_argv.py's stand-ins), HOME as in the import."""
+    record = json.loads(Path(f"{path}.argv.json").read_text())
+    for call in record["calls"]:
+        argv = [a.replace("<tmp>", HOME) for a in call["argv"]]
+        if module_or_cmd in argv or call["cmd"] == module_or_cmd:
+            return argv
+    return None
+
+
+def hydra_view(args: list[str]) -> dict[str, object]:
+    """key -> value as Hydra reads the overrides (last one wins, as in Hydra)."""
+    parser = OverridesParser.create()
+    out: dict[str, object] = {}
+    for text in args:
+        if text.startswith("--config-"):
+            key, _, value = text.partition("=")
+            out[key] = value.removesuffix(".yaml")
+            continue
+        override = parser.parse_override(text)
+        out[override.get_key_element()] = override.value()
+    return out
+
+
+def flag_groups(args: list[str]) -> Counter[tuple[str, ...]]:
+    """--flag and its values, order aside."""
+    groups: list[list[str]] = []
+    for word in args:
+        if word.startswith("--"):
+            groups.append(word.split("=", 1))
+        elif groups:
+            groups[-1].append(word)
+    return Counter(tuple(g) for g in groups)
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=name_of)
+def test_corpus_script_imports_validates_and_round_trips(path: Path) -> None:
+    name = name_of(path)
+    if name in REFUSED:
+        with pytest.raises((ScriptError, ImportError_)):
+            import_script(path.read_bytes(), {"HOME": HOME})
+        return
+    imported = import_script(path.read_bytes(), {"HOME": HOME})
+    loaded = load_spec_text(to_yaml(imported, name), name)  # schema + consistency
+    refused = {r.id for r, _p, _m in _errors(loaded.spec)}
+    assert refused == HAZARDS.get(name, set()), (name, refused)
+    wl = loaded.spec.workload
+    kept = {line for line, why in imported.unmapped if "not resolved" in why}
+    if isinstance(wl, VerlWorkload):
+        script = recorded_call(path, wl.entrypoint)
+        assert script is not None
+        rendered = verl_argv(loaded.spec, wl)[3:]
+        expected = hydra_view(script[script.index(wl.entrypoint) + 1 :])
+        got = hydra_view(rendered)
+        for key, value in expected.items():
+            if kept and isinstance(got.get(key), str) and "$" in str(got.get(key)):
+                continue  # text the import kept as written ($(pwd), an unset $VAR)
+            assert got.get(key) == value, (name, key)
+        assert set(got) <= set(expected) | {"trainer.nnodes", "trainer.n_gpus_per_node"}
+    elif isinstance(wl, OpenRLHFWorkload):
+        script = recorded_call(path, wl.entrypoint)
+        assert script is not None
+        expected = flag_groups(script[script.index(wl.entrypoint) + 1 :])
+        got = flag_groups(openrlhf_args(wl))
+        if not kept:
+            assert got == expected, name
+    else:
+        assert isinstance(wl, CommandWorkload) and isinstance(wl.command, list)
+        script = recorded_call(path, wl.command[0])
+        assert script is not None and script == wl.command[1:], name
+
+
+def _errors(spec: object) -> list[tuple[object, object, str]]:
+    return [
+        (f.rule, f.path, f.message)
+        for f in run_rules(spec)  # type: ignore[arg-type]
+        if f.rule.severity == "error"
+    ]
+
+
+def test_corpus_is_the_whole_of_both_folders() -> None:
+    sources = (CORPUS / "SOURCES.md").read_text()
+    assert "b178a3cd56f58b2d502255daba591e92833930a7" in sources
+    assert "3c3be6234e0cb353e76bb8019947db9dfe99fca7" in sources
+    assert len(SCRIPTS) == 157
+    imported = len(SCRIPTS) - len(REFUSED)
+    assert imported / len(SCRIPTS) > 0.94
+
+
+# ---- the bash reader ------------------------------------------------------------------------
+
+
+def test_reader_resolves_as_bash_does() -> None:
+    script = read_script(
+        "#!/bin/bash\n"
+        "#SBATCH --nodes=2 --job-name=grpo  # two nodes\n"
+        "N=${NNODES:-2}; E=${ENGINE:=vllm}\n"
+        'X="a=1 b=2"\n'
+        "export NCCL_IB_HCA=mlx5 FOO\n"
+        "ARGS=(--x 1 # a comment\n  --y 'two words')\n"
+        "PYTHONUNBUFFERED=1 python3 -m m $X \"$X\" n=$N g=$((N*8)) e=${E} "
+        "d=\"$(date)\" w='q r' \"${ARGS[@]}\" $@ \"$@\" ${@:2} \"\"\n"
+        "if true; then python3 -m other; fi\n",
+        env={"FOO": "bar"},
+    )
+    first, second = script.commands
+    assert first.argv[3:] == [
+        "a=1",
+        "b=2",
+        "a=1 b=2",
+        "n=2",
+        "g=16",
+        "e=vllm",
+        "d=$(date)",
+        "w=q r",
+        "--x",
+        "1",
+        "--y",
+        "two words",
+        "",
+    ]
+    assert first.env == {"PYTHONUNBUFFERED": "1"} and first.unresolved == ["$(date)"]
+    assert second.conditional and not first.conditional
+    assert script.sbatch == [(2, "--nodes=2"), (2, "--job-name=grpo")]
+    exported = script.exported()
+    assert exported["NCCL_IB_HCA"].value == "mlx5" and exported["FOO"].value == "bar"
+
+
+def test_reader_keeps_unresolved_text_whole_through_word_splitting() -> None:
+    script = read_script('P=run-$(date "+%Y %m")\npython3 -m m name=${P} $UNSET x\n')
+    (command,) = script.commands
+    assert command.argv[3:] == ['name=run-$(date "+%Y %m")', "x"]
+    assert '$(date "+%Y %m")' in command.unresolved and "$UNSET" in command.unresolved
+
+
+def test_reader_refuses_what_bash_refuses() -> None:
+    with pytest.raises(ScriptError, match="line 2"):
+        read_script("A=1\nB=<PLACEHOLDER>\n")
+
+
+# ---- conversion -----------------------------------------------------------------------------
+
+
+def test_verl_values_are_typed_by_hydra_and_allocation_goes_to_slurm() -> None:
+    imported = import_script(
+        "#SBATCH -p gpu\n#SBATCH --ntasks-per-node=8\nexport WANDB_API_KEY=abc\n"
+        "export NCCL_SOCKET_IFNAME=ib0 NCCL_IB_GID_INDEX=3 CUDA_VISIBLE_DEVICES=0,1\n"
+        "python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer.yaml "
+        "actor_rollout_ref.actor.optim.lr=1e-6 data.truncation='error' a.b=[1,2] "
+        "+c.d={x:1} trainer.nnodes=4 trainer.n_gpus_per_node=8 a.b=3\n",
+        preset="h100",
+        image="verl:x",
+    )
+    spec = imported.spec
+    assert spec["slurm"] == {"partition": "gpu", "nodes": 4, "gpus_per_node": 8}
+    wl = spec["workload"]
+    assert wl["config_name"] == "ppo_megatron_trainer"
+    assert wl["overrides"]["actor_rollout_ref.actor.optim.lr"] == 1e-6
+    assert wl["overrides"]["+c.d"] == {"x": 1} and wl["overrides"]["a.b"] == 3
+    assert spec["container"]["env_passthrough"] == ["WANDB_API_KEY"]
+    assert spec["network"] == {"socket_ifname": "ib0", "gid_index": 3}
+    why = " ".join(w for _line, w in imported.unmapped)
+    assert "one task (one container) per node" in why and "Ray assigns GPUs" in why
+    assert "Hydra keeps the last value" in why
+    text = to_yaml(imported, "run.sh")
+    assert "abc" not in text  # the secret is never written
+    loaded = load_spec_text(text, "run.sh")
+    assert loaded.spec.workload.overrides["actor_rollout_ref.actor.optim.lr"] == 1e-6  # type: ignore[union-attr]
+
+
+def test_openrlhf_wandb_key_becomes_passthrough() -> None:
+    imported = import_script(
+        "ray job submit --address=http://127.0.0.1:8265 --runtime-env-json='{}' -- "
+        "python3 -m openrlhf.cli.train_ppo_ray --actor.num_nodes 1 --use_wandb $WANDB_TOKEN "
+        "--data.prompt_dataset d --train.colocate_all\n"
+    )
+    args = imported.spec["workload"]["args"]
+    assert args["use_wandb"] == "True" and args["train.colocate_all"] is True
+    assert imported.spec["container"]["env_passthrough"] == ["WANDB_API_KEY"]
+
+
+def test_cli_import_writes_a_spec_that_validates(tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = tmp_path / "job.yaml"
+    script = CORPUS / "verl" / "tuning__70b__qwen2-70b_grpo_32_h800_fsdp_vllm.sh"
+    result = runner.invoke(main, ["import", str(script), "--preset", "h800", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(main, ["validate", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "validate_config did not run" in result.output or "ran" in result.output
+    again = runner.invoke(main, ["import", str(script), "-o", str(out)])
+    assert again.exit_code == 2 and "exists" in again.output
+
+
+def test_cli_import_refuses_an_unreadable_script_in_one_line(tmp_path: Path) -> None:
+    bad = CORPUS / "openrlhf" / "train_ppo_ray_slurm.sh"
+    result = CliRunner().invoke(main, ["import", str(bad), "-o", str(tmp_path / "x.yaml")])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and "line 15" in result.output
+    assert not (tmp_path / "x.yaml").exists()
