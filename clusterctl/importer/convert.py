@@ -77,10 +77,10 @@ class Imported:
     trainer_argv: list[str] = field(default_factory=list)
 
     def put(self, path: Path, value: Any, line: int | None, comment: str = "") -> None:
-        node = self.spec
+        node: Any = self.spec
         for part in path[:-1]:
-            node = node.setdefault(part, {})  # type: ignore[assignment]
-        node[path[-1]] = value  # type: ignore[index]
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
         if line is not None:
             self.lines[path] = line
         if comment:
@@ -131,11 +131,11 @@ def find_other_launch(script: Script) -> Command | None:
     not a Ray job, so clusterctl can run it only as a command in the head container."""
     for command in script.commands:
         text = " ".join(command.argv)
-        if command.argv[0] in ("torchrun", "deepspeed", "accelerate") or (
-            _PYTHON.match(command.argv[0]) and re.search(r"\S+\.py\b", text)
-        ):
-            if re.search(r"verl|openrlhf|main_ppo|\btrain", text):
-                return command
+        if (
+            command.argv[0] in ("torchrun", "deepspeed", "accelerate")
+            or (_PYTHON.match(command.argv[0]) and re.search(r"\S+\.py\b", text))
+        ) and re.search(r"verl|openrlhf|main_ppo|\btrain", text):
+            return command
     return None
 
 
@@ -144,9 +144,11 @@ def import_script(
     env: Mapping[str, str] | None = None,
     preset: str | None = None,
     image: str | None = None,
+    args: list[str] | None = None,
 ) -> Imported:
-    """The spec a launch script says, as far as it can be read."""
-    script = read_script(source, env)
+    """The spec a launch script says, as far as it can be read (``args``: the script's own
+    arguments, as it would be called)."""
+    script = read_script(source, env, args)
     call = find_trainer(script)
     if call is None and (other := find_other_launch(script)) is not None:
         return _command_workload(script, other, preset, image)
@@ -227,8 +229,22 @@ def _why_not_run(command: Command) -> str:
     return "not the trainer: run it in the image or before submitting"
 
 
+def _sbatch_options(script: Script) -> list[tuple[int, str]]:
+    """#SBATCH words as options: `-p gpu` and `--time 1:00:00` joined into one."""
+    options: list[tuple[int, str]] = []
+    for line, word in script.sbatch:
+        if options and not word.startswith("-") and options[-1][0] == line:
+            previous = options[-1][1]
+            if "=" not in previous and (previous.startswith("--") or len(previous) == 2):
+                joiner = "=" if previous.startswith("--") else ""
+                options[-1] = (line, f"{previous}{joiner}{word}")
+                continue
+        options.append((line, word))
+    return options
+
+
 def _slurm(script: Script, out: Imported) -> None:
-    for line, option in script.sbatch:
+    for line, option in _sbatch_options(script):
         name, value = _option(option)
         if name is None:
             out.skip(line, f"#SBATCH {option}: not an option")
@@ -281,7 +297,9 @@ def _verl(call: TrainerCall, out: Imported) -> None:
     try:
         parsed = get_args_parser().parse_args(call.args)
     except SystemExit:
-        raise ImportError_(f"line {line}: Hydra's command line parser refuses the arguments")
+        raise ImportError_(
+            f"line {line}: Hydra's command line parser refuses the arguments"
+        ) from None
     if parsed.config_path:
         out.put(("workload", "config_path"), parsed.config_path, line)
     if parsed.config_name:
@@ -314,7 +332,7 @@ def _verl(call: TrainerCall, out: Imported) -> None:
         value = override.value()
         if key in seen:
             out.skip(line, f"{seen[key]} is given again later; Hydra keeps the last value")
-        seen[key] = override.input_line
+        seen[key] = override.input_line or text
         bare = key.lstrip("+")
         if bare in ("trainer.nnodes", "trainer.n_gpus_per_node") and isinstance(value, str):
             out.skip(line, f"{bare}={value}: clusterctl sets it from the slurm section")
@@ -362,17 +380,16 @@ def _openrlhf(call: TrainerCall, out: Imported) -> None:
             args[name] = item if current is True else [*_as_list(current), item]
     for key, value in list(args.items()):
         # OpenRLHF's --use_wandb / --logger.wandb.key take the API key itself
-        if key in ("use_wandb", "logger.wandb.key") and isinstance(value, str):
-            if value != "True":
-                args[key] = "True"
-                passthrough = out.get(("container", "env_passthrough")) or []
-                if "WANDB_API_KEY" not in passthrough:
-                    out.put(("container", "env_passthrough"), [*passthrough, "WANDB_API_KEY"], line)
-                out.skip(
-                    line,
-                    f"--{key}: the key itself is never written into the spec; export "
-                    "WANDB_API_KEY before submitting (OpenRLHF logs in with it)",
-                )
+        if key in ("use_wandb", "logger.wandb.key") and isinstance(value, str) and value != "True":
+            args[key] = "True"
+            passthrough = out.get(("container", "env_passthrough")) or []
+            if "WANDB_API_KEY" not in passthrough:
+                out.put(("container", "env_passthrough"), [*passthrough, "WANDB_API_KEY"], line)
+            out.skip(
+                line,
+                f"--{key}: the key itself is never written into the spec; export "
+                "WANDB_API_KEY before submitting (OpenRLHF logs in with it)",
+            )
     out.put(("workload", "args"), args, line)
 
 

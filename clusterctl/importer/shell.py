@@ -243,6 +243,9 @@ class _Reader:
                 argv += self.words(child)
         if not argv:
             return
+        if argv[0] == "shift" and not conditional:
+            count = argv[1] if len(argv) > 1 else "1"
+            self.args = self.args[int(count) :] if count.isdigit() else self.args
         unresolved = list(dict.fromkeys(self._unresolved))
         argv = [self.restore(word) for word in argv]
         env = {name: self.restore(value) for name, value in env.items()}

@@ -130,9 +130,7 @@ def openrlhf_gpu_budget(wl: OpenRLHFWorkload) -> tuple[int, list[str]]:
     has_critic = str(openrlhf(wl, "advantage_estimator").value) == "gae"
     # an agent function stands in for the reward model: train_ppo_ray.py sets
     # remote_url = "agent" (OpenRLHF @3c3be62 and 0.9.10)
-    has_reward = not (
-        openrlhf(wl, "remote_rm_url").value or openrlhf(wl, "agent_func_path").value
-    )
+    has_reward = not (openrlhf(wl, "remote_rm_url").value or openrlhf(wl, "agent_func_path").value)
     parts: list[str] = []
     if truthy(openrlhf(wl, "colocate_all").value):
         total = actor

@@ -144,10 +144,17 @@ def openrlhf_args(wl: OpenRLHFWorkload) -> list[str]:
         elif value is False or value is None:
             continue
         elif isinstance(value, list):
-            out += [flag, *(_scalar(v) for v in value)]
+            out += [flag, *(_argument(v) for v in value)]
         else:
-            out += [flag, _scalar(value)]
+            out += [flag, _argument(value)]
     return out
+
+
+def _argument(value: OverrideValue) -> str:
+    """One argparse value: scalars as written, a nested list or dict as JSON."""
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return _scalar(value)
 
 
 def job_submit_args(spec: JobSpec, wl: OpenRLHFWorkload) -> list[str]:

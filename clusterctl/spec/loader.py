@@ -34,7 +34,8 @@ MAX_ALIAS_EXPANSION = 100_000  # nodes that aliases may add beyond the document'
 # not as PyYAML's YAML 1.1 does: 12:00:00 stays the string SLURM expects (1.1: the base-60
 # integer 43200, a 30-day limit), off / yes / y stay strings (1.1: booleans, so
 # WANDB_MODE: off became "false"), 0755 and 0x1F stay what the user wrote (1.1: octal and hex
-# integers; 1.2 would read 0755 as 755), and 1e-6 is a float (1.1 wants a dot: a learning rate became a string).
+# integers; 1.2 would read 0755 as 755), and 1e-6 is a float (1.1 wants a dot: a learning
+# rate became a string).
 _CORE_RESOLVERS: list[tuple[str, re.Pattern[str], str]] = [
     # before int and float: a leading zero (0755, a mode or an id) keeps its text
     ("tag:yaml.org,2002:str", re.compile(r"^[-+]?0[0-9_]+$"), "-+0"),

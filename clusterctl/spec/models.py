@@ -10,8 +10,6 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from typing_extensions import TypeAliasType
-
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -21,6 +19,7 @@ from pydantic import (
     StringConstraints,
     model_validator,
 )
+from typing_extensions import TypeAliasType
 
 from clusterctl.spec.presets import INFINIBAND_DEVICE, PRESETS, PresetName
 
@@ -461,12 +460,10 @@ class VerlWorkload(Section):
         description="Hydra --config-path: a directory of the trainer's own configs (relative "
         "to the entry point's module, or absolute in the container); unset: verl's own",
     )
-    config_name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.@/-]+$")] | None = (
-        Field(
-            None,
-            description="Hydra --config-name, e.g. ppo_megatron_trainer; unset: the entry "
-            "point's default config",
-        )
+    config_name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.@/-]+$")] | None = Field(
+        None,
+        description="Hydra --config-name, e.g. ppo_megatron_trainer; unset: the entry "
+        "point's default config",
     )
     overrides: dict[HydraKey, OverrideValue] = Field(
         default_factory=dict,
