@@ -302,6 +302,16 @@ def test_spec_level_allow_list() -> None:
             ],
             32,
         ),
+        # async training: vLLM engines get their own GPUs beside the colocated actor (16 + 4x4)
+        (["workload.args.train.async_enable=true"], 32),
+        # an agent function stands in for the reward model (no reward 16)
+        (
+            [
+                "workload.args.train.colocate_all=false",
+                "workload.args.train.agent_func_path=/agent.py",
+            ],
+            64,
+        ),
         # actor+ref and critic+reward colocated in pairs
         (
             [
@@ -334,6 +344,14 @@ def test_openrlhf_gpu_budget_arithmetic(sets: list[str], expected: int) -> None:
         ("nvcr.io/nvidia/pytorch:26.03-py3", {}),
         ("verl-rocm:0.9.1", {}),
         ("registry:5000/rocm/verl", {}),
+        # verl's own tags (verl docker/README.md @b178a3c): vLLM 0.12 / 0.24 without the dot;
+        # the "verl0.5" of an app-/base- image names its line, not an installed verl
+        ("verlai/verl:vllm012.dev3", {"vllm": "0.12"}),
+        ("verlai/verl:vllm024.latest", {"vllm": "0.24"}),
+        (
+            "verlai/verl:app-verl0.5-transformers4.55.4-vllm0.10.0-mcore0.13.0-te2.2",
+            {"vllm": "0.10.0"},
+        ),
     ],
 )
 def test_image_tags_state_versions(image: str, expected: dict[str, str]) -> None:

@@ -499,7 +499,10 @@ def _gpu_mem(spec: JobSpec) -> Findings:
         setting, section = verl(wl, VERL_MEM), "overrides"
     elif isinstance(wl, OpenRLHFWorkload):
         setting, section = openrlhf(wl, "vllm_mem"), "args"
-        if setting.key is None and vllm_shape(wl)[0] == 0:
+        pinned = parse_version(spec.versions.openrlhf)
+        # the flag and its default (0.9, then 0.95) exist since OpenRLHF 0.5.8 (commit c10f02bd,
+        # train_ppo_ray.py); an older release has no such setting to judge
+        if setting.key is None and (vllm_shape(wl)[0] == 0 or (pinned and pinned < (0, 5, 8))):
             return
     else:
         return

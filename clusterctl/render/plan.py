@@ -135,11 +135,16 @@ def verl_argv(spec: JobSpec, wl: VerlWorkload) -> list[str]:
 
 
 def openrlhf_args(wl: OpenRLHFWorkload) -> list[str]:
-    """--name value pairs: true is a bare flag, false is left out, lists repeat values."""
+    """--name value pairs: true is a bare flag (but "True" for the flags that take the W&B key
+    as their value), false is left out, lists repeat values."""
+    from clusterctl.spec.secrets import KEY_FLAGS
+
     out: list[str] = []
     for name, value in wl.args.items():
         flag = name if name.startswith("-") else f"--{name}"
-        if value is True:
+        if value is True and name.lstrip("-") in KEY_FLAGS:
+            out += [flag, "True"]
+        elif value is True:
             out.append(flag)
         elif value is False or value is None:
             continue

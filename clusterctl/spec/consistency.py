@@ -145,22 +145,37 @@ def _docker_extras(spec: JobSpec) -> list[tuple[FieldPath, str]]:
 
 
 def _verl(spec: JobSpec) -> list[tuple[FieldPath, str]]:
+    """verl's trainer pool must fit the allocation. It may be smaller: verl gives a reward
+    model or a distillation teacher resource pools of their own beside the trainer's
+    (verl/trainer/main_ppo.py init_resource_pool_mgr, verl @b178a3c), so only a pool larger
+    than the allocation is a contradiction (its placement group would wait forever)."""
     wl = spec.workload
     if not isinstance(wl, VerlWorkload):
         return []
     out: list[tuple[FieldPath, str]] = []
     owned = {
         "trainer.nnodes": spec.slurm.nodes,
-        "trainer.n_gpus_per_node": spec.slurm.gpus_per_node,
+        "trainer.n_gpus_per_node": spec.slurm.gpus_per_node or 0,
     }
-    for key, expected in owned.items():
+    for key, allocated in owned.items():
         for written in (key, f"+{key}", f"++{key}"):
-            if written in wl.overrides and str(wl.overrides[written]) != str(expected):
+            if written not in wl.overrides:
+                continue
+            value = wl.overrides[written]
+            if not isinstance(value, int) or isinstance(value, bool):
                 out.append(
                     (
                         ("workload", "overrides", written),
-                        f"{key}={wl.overrides[written]!r} contradicts the allocation "
-                        f"({expected}); clusterctl sets it from the slurm section",
+                        f"{key}={value!r} is not a number; leave it out and clusterctl sets it "
+                        f"from the slurm section ({allocated})",
+                    )
+                )
+            elif value > allocated:
+                out.append(
+                    (
+                        ("workload", "overrides", written),
+                        f"{key}={value} is more than the allocation ({allocated}): verl's "
+                        "resource pool would wait for GPUs that never come",
                     )
                 )
     return out

@@ -30,10 +30,11 @@ _TOKEN_VALUE = re.compile(
     r"\b(hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|"
     r"github_pat_[A-Za-z0-9_]{30,}|xox[abposr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})\b"
 )
-# OpenRLHF's --use_wandb (0.9.10) / --logger.wandb.key (0.11.2) takes the API key itself; any
+# OpenRLHF's --use_wandb (0.9.10: add_argument("--use_wandb", type=str)) / --logger.wandb.key
+# (0.11.2) takes the API key itself, so it needs a value (clusterctl renders true as "True"); any
 # true value will do when WANDB_API_KEY comes from the environment: utils/logging_utils.py
 # calls wandb.login(key=...) only when wandb.api.api_key is not already set.
-_KEY_FLAGS = {"use_wandb", "logger.wandb.key"}
+KEY_FLAGS = {"use_wandb", "logger.wandb.key"}
 _TRUE_WORDS = {"true", "1", "yes"}
 # $NAME or ${NAME}: text that a shell would expand, which nothing here does.
 _REFERENCE = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)")
@@ -101,7 +102,7 @@ def literal_secrets(spec: JobSpec) -> Iterator[tuple[FieldPath, str]]:
     for path, name, text in job_values(spec):
         if not text:
             continue
-        if name in _KEY_FLAGS:
+        if name in KEY_FLAGS:
             if text.lower() not in _TRUE_WORDS:
                 yield path, f"--{name} carries the API key itself; set it to true"
         elif secret_name(name, environment=path[0] != "workload" or "env_vars" in path):
