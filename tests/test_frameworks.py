@@ -19,6 +19,7 @@ import pytest
 from clusterctl.errors import SpecError
 from clusterctl.lint.frameworks import fidelity_findings, fidelity_notes, parser_flags
 from clusterctl.spec import load_spec
+from clusterctl.spec.models import VerlWorkload
 from tests.conftest import ROOT
 
 CACHE = Path.home() / ".cache" / "clusterctl" / "frameworks"
@@ -105,6 +106,39 @@ def test_verl_example_overrides_compose_against_real_config(verl_091: tuple[str,
     spec = load_spec(ROOT / "examples" / "verl-gsm8k-mi300x.yaml").spec
     assert spec.versions.verl == "0.9.1"
     assert fidelity_findings(spec, verl_091) == []
+
+
+def test_verl_keys_are_judged_with_the_specs_group_choices(verl_091: tuple[str, ...]) -> None:
+    """model_engine=megatron brings in the megatron actor's keys (verl 0.9.1 ppo_trainer.yaml:
+    `actor@actor_rollout_ref.actor: ${model_engine}_actor`); composed without the choice they
+    read as unknown."""
+    from clusterctl.lint.frameworks import check_verl
+
+    megatron_key = "actor_rollout_ref.actor.megatron.tensor_model_parallel_size"
+    spec = load_spec(
+        ROOT / "examples" / "verl-gsm8k-mi300x.yaml",
+        [f"workload.overrides.{megatron_key}=2"],
+    ).spec
+    wl = spec.workload
+    assert isinstance(wl, VerlWorkload)
+    unknown = {
+        f.path[-1] for f in check_verl(spec, wl, verl_091) if f.rule.id == "verl-unknown-key"
+    }
+    assert unknown == {megatron_key}
+    wl.overrides["model_engine"] = "megatron"
+    unknown = {
+        f.path[-1] for f in check_verl(spec, wl, verl_091) if f.rule.id == "verl-unknown-key"
+    }
+    assert unknown == set()
+
+
+def test_verl_check_says_when_a_recipe_config_is_not_here(verl_091: tuple[str, ...]) -> None:
+    spec = load_spec(
+        ROOT / "examples" / "verl-gsm8k-mi300x.yaml",
+        ["workload.config_path=/home/user/verl/recipe/dapo/config"],
+    ).spec
+    (note,) = fidelity_notes(spec, verl_091)
+    assert "did not run" in note and "recipe/dapo/config" in note
 
 
 def test_verl_unknown_key_gets_did_you_mean(verl_091: tuple[str, ...]) -> None:

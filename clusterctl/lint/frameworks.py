@@ -63,6 +63,21 @@ FIDELITY_RULES = (VERL_UNKNOWN, OPENRLHF_UNKNOWN, OPENRLHF_STARTUP, VERL_STARTUP
 
 # The Hydra config each verl entry point composes.
 VERL_CONFIGS = {"verl.trainer.main_ppo": "ppo_trainer"}
+# --config-path values that name verl's own config directory (relative to the entry point's
+# module, as Hydra resolves them): the check can compose them here.
+_VERL_OWN_CONFIG_PATHS = (None, "config", "./config")
+
+
+def verl_config(wl: VerlWorkload) -> tuple[str | None, str]:
+    """(config name, why none) for the verl check: the spec's --config-name in verl's own
+    config directory, else the entry point's default; a config directory of the script's
+    own (a recipe's) is not here to compose."""
+    if wl.config_path not in _VERL_OWN_CONFIG_PATHS:
+        return None, f"its config directory {wl.config_path!r} is the script's own, not verl's"
+    name = wl.config_name or VERL_CONFIGS.get(wl.entrypoint)
+    if name is None:
+        return None, f"no upstream check is known for entry point {wl.entrypoint}"
+    return name, ""
 
 
 SearchPath = tuple[str, ...] | None
@@ -222,6 +237,8 @@ def verl_judge_inputs(spec: JobSpec, wl: VerlWorkload) -> tuple[tuple[str, ...],
 
     overrides = []
     for item in verl_argv(spec, wl)[3:]:
+        if item.startswith("--config-"):
+            continue  # the config name travels on its own (verl_config)
         key, _, _value = item.partition("=")
         value = wl.overrides.get(key)
         if key.endswith(".path") and isinstance(value, str) and value.startswith("/"):
@@ -323,10 +340,10 @@ def fidelity_notes(spec: JobSpec, path: SearchPath = None) -> list[str]:
         ]
     if isinstance(wl, VerlWorkload):
         pinned = pinned_verl(spec) or "(versions.verl unset)"
-        config = VERL_CONFIGS.get(wl.entrypoint)
+        config, why = verl_config(wl)
         python = verl_python(pinned_verl(spec))
         if config is None:
-            return [f"verl entry point {wl.entrypoint}: no upstream check is known for it"]
+            return [f"verl's own checks did not run: {why}"]
         if python is None:
             return [
                 f"verl {pinned} is not installed here with its dependencies: validate_config "
@@ -339,9 +356,30 @@ def fidelity_notes(spec: JobSpec, path: SearchPath = None) -> list[str]:
     return []
 
 
+def group_choices(wl: VerlWorkload, path: SearchPath = None) -> tuple[str, ...]:
+    """The overrides that choose a config group (`model_engine=megatron`,
+    `actor@actor_rollout_ref.actor=megatron_actor`): the keys they bring in exist only when
+    the config is composed with them."""
+    root = package_dir("verl", path)
+    if root is None:
+        return ()
+    config_dir = root / "trainer" / "config"
+    from clusterctl.render.plan import hydra_value
+
+    out = []
+    for key, value in wl.overrides.items():
+        group = key.lstrip("+~").split("@", 1)[0].replace(".", "/")
+        if isinstance(value, str) and (config_dir / group).is_dir():
+            out.append(f"{key}={hydra_value(value)}")
+    return tuple(out)
+
+
 @cache
-def verl_config_keys(config_name: str, path: SearchPath = None) -> frozenset[str] | None:
-    """All dotted keys of verl's composed Hydra config (None when verl or Hydra is missing)."""
+def verl_config_keys(
+    config_name: str, path: SearchPath = None, choices: tuple[str, ...] = ()
+) -> frozenset[str] | None:
+    """All dotted keys of verl's composed Hydra config, with the spec's config-group choices
+    (None when verl or Hydra is missing)."""
     root = package_dir("verl", path)
     if root is None or package_dir("hydra") is None:
         return None
@@ -352,7 +390,7 @@ def verl_config_keys(config_name: str, path: SearchPath = None) -> frozenset[str
     from omegaconf import DictConfig
 
     with initialize_config_dir(config_dir=str(config_dir), version_base=None):
-        cfg = compose(config_name=config_name)
+        cfg = compose(config_name=config_name, overrides=list(choices))
     keys: set[str] = set()
 
     def walk(node: object, prefix: str) -> None:
@@ -369,15 +407,17 @@ def verl_config_keys(config_name: str, path: SearchPath = None) -> frozenset[str
 def check_verl(spec: JobSpec, wl: VerlWorkload, path: SearchPath = None) -> Iterator[Finding]:
     """Unknown keys against verl's composed config (did-you-mean), then verl's own
     validate_config in a Python where the pinned verl is installed."""
-    config = VERL_CONFIGS.get(wl.entrypoint)
+    config, _why = verl_config(wl)
     python = verl_python(pinned_verl(spec))
     if path is None and python is not None and package_dir("verl") is None:
         path = _verl_site(python)  # verl lives only in the judge's Python
-    keys = (verl_config_keys(config, path) if config else None) or frozenset()
+    choices = group_choices(wl, path)
+    keys = (verl_config_keys(config, path, choices) if config else None) or frozenset()
     unknown = False
+    chosen = {c.split("=", 1)[0] for c in choices}
     for key in wl.overrides if keys else ():
-        if key.startswith("+"):
-            continue  # Hydra: + adds a key that the config does not have
+        if key.startswith("+") or key in chosen:
+            continue  # Hydra: + adds a key that the config does not have; a group choice
         if key not in keys:
             unknown = True
             yield Finding(
