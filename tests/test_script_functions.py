@@ -260,32 +260,6 @@ def test_consequences_list_every_other_failure_once(library: Path, tmp_path: Pat
     ]
 
 
-@pytest.mark.parametrize(
-    "tool, output, expected",
-    [
-        # nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits: a line a GPU
-        ("nvidia-smi", "0\n97\n3\n", "gpu-1 97\n"),
-        # rocm-smi --showuse --csv: a header, then device,GPU use (%)
-        ("rocm-smi", "device,GPU use (%)\ncard0,0\ncard1,42\n", "gpu-1 42\n"),
-        ("rocm-smi", "device,GPU use (%)\ncard0,0\n", "gpu-1 0\n"),
-    ],
-)
-def test_the_busiest_gpu_of_a_node(
-    library: Path, tmp_path: Path, tool: str, output: str, expected: str
-) -> None:
-    (tmp_path / "captured").write_text(output)
-    (tmp_path / tool).write_text(f"#!/bin/sh\ncat {tmp_path / 'captured'}\n")
-    (tmp_path / tool).chmod(0o755)
-    result = bash(library, f'PATH="{tmp_path}:$PATH" SLURMD_NODENAME=gpu-1 cc_node_gpu_busy')
-    assert result.returncode == 0, result.stderr
-    assert result.stdout == expected
-
-
-def test_no_gpu_tool_says_nothing(library: Path) -> None:
-    result = bash(library, "PATH=/nonexistent SLURMD_NODENAME=n cc_node_gpu_busy; echo rc=$?")
-    assert result.stdout == "rc=0\n"
-
-
 def test_waiter_runs_from_its_stdin_with_the_node_names_after_it(
     library: Path, tmp_path: Path
 ) -> None:

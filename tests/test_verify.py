@@ -16,6 +16,7 @@ from clusterctl.verify.judges import (
     FAIL,
     OK,
     SKIP,
+    UNKNOWN,
     WARN,
     Expect,
     NodeFacts,
@@ -384,8 +385,11 @@ def test_image_digest_ports_address_and_clock() -> None:
 
 def test_drain_lines_name_first_failure_with_our_prefix() -> None:
     results = [
-        Result("gpu-2", "gpus", FAIL, "amd-smi sees 7 GPUs, the job needs 8"),
-        Result("gpu-2", "fabric", FAIL, "ports not ACTIVE"),
+        Result("gpu-2", "ports", FAIL, "ports in use: 6379"),  # about this job: no drain
+        Result("gpu-2", "gpus", FAIL, "amd-smi sees 7 GPUs, the job needs 8", drain=True),
+        Result("gpu-2", "fabric", FAIL, "ports not ACTIVE", drain=True),
+        Result("gpu-3", "gpus", UNKNOWN, "amd-smi's output cannot be read"),  # never a drain
+        Result("gpu-4", "image", FAIL, "image missing"),
         Result("gpu-1", "shm", WARN, "small"),
         Result("*", "clock", OK, "fine"),
         Result("gpu-9", "reachable", FAIL, "no answer"),
@@ -400,7 +404,8 @@ def test_drain_lines_name_first_failure_with_our_prefix() -> None:
         ]
     ]
     assert exit_status(results) == 2
-    assert exit_status([r for r in results if r.status != FAIL]) == 1
+    assert exit_status([r for r in results if r.status != FAIL]) == 3  # Nagios UNKNOWN
+    assert exit_status([r for r in results if r.status not in (FAIL, UNKNOWN)]) == 1
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)

@@ -454,7 +454,8 @@ def _compile(spec: JobSpec) -> Findings:
     "error",
     "OpenRLHF's weight sync runs over RCCL on ROCm without P2P/SHM disabled",
     "set vllm.sync_with_ray: true with vllm.sync_backend: gloo (flat: vllm_sync_with_ray, "
-    "vllm_sync_backend) to sync over a Ray gloo group, or set network.nccl_env "
+    "vllm_sync_backend) to sync over a Ray gloo group (Ray 2.48's gloo needs pygloo in the "
+    "image, 2.55's runs on torch.distributed; the self-test checks it), or set network.nccl_env "
     "NCCL_P2P_LEVEL=LOC and NCCL_SHM_DISABLE=1; sync_backend gloo alone still syncs over "
     "NCCL in OpenRLHF 0.9.10-0.11.2",
     "seeds: OpenRLHF on ROCm (RCCL path selection), OpenRLHF #667; the sync path read from "

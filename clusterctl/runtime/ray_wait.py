@@ -19,6 +19,10 @@ EXIT_HEAD = 10  # the GCS never answered
 EXIT_JOIN = 11  # not every node joined, or resources differ
 EXIT_SELFTEST = 12  # a node could not run a task, or the all-reduce failed / was too slow
 EXIT_LOST = 13  # --watch: Ray marked a node of the job dead
+# Collectives are timed as nccl-tests times them (NVIDIA/nccl-tests README, "Performance":
+# -w 5 warm-up iterations, not timed; -n 20 timed iterations; -a 1: the ranks' average).
+WARMUP_ITERS = 5
+TIMED_ITERS = 20
 
 
 def say(message: str) -> None:
@@ -359,24 +363,65 @@ WEIGHT_SYNC = {
 }
 
 
+CANNOT_RUN = "cannot-run"
+
+
 def weight_sync_constructor(path: str, backend: str) -> tuple[str, str]:
-    """The constructor for PATH that can run in this process, and why another was not."""
+    """The constructor for PATH that can run in this process, and why another was not:
+    CANNOT_RUN (and why, with the fix) when the framework's own group cannot run in this
+    image, since the workload's weight sync would fail the same way."""
     wanted = WEIGHT_SYNC.get(path, "torch")
     if wanted == "torch":
         return "torch", ""
     needs_gpu = path != "ray-gloo"
     if needs_gpu and backend != "nccl":
         return "torch", f"{wanted} needs GPUs (NCCL/RCCL); this job tests {backend}"
+    if wanted == "ray.util.collective":
+        return ray_collective_usable(backend)
     import importlib
 
-    module = "ray.util.collective" if wanted == "ray.util.collective" else "vllm.distributed.utils"
     try:
-        importlib.import_module(module)
-        if wanted != "ray.util.collective":
-            importlib.import_module("openrlhf.utils.distributed_util")
-    except Exception as exc:  # any import failure: not usable here
-        return "torch", f"{wanted} not importable: {type(exc).__name__}: {exc}".splitlines()[0]
+        importlib.import_module("vllm.distributed.utils")
+        importlib.import_module("openrlhf.utils.distributed_util")
+    except Exception as exc:  # any import failure: OpenRLHF's own sync would fail too
+        cause = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        return CANNOT_RUN, (
+            f"OpenRLHF's weight sync (vLLM's PyNccl group) cannot be made in this image: "
+            f"{cause}; fix: install vLLM and OpenRLHF in the image as the workload needs them"
+        )
     return wanted, ""
+
+
+def ray_collective_usable(backend: str) -> tuple[str, str]:
+    """Whether ray.util.collective can make a BACKEND group here, as Ray itself decides
+    (collective.gloo_available / nccl_available): Ray 2.48's GLOO needs pygloo, Ray 2.55's
+    runs on torch.distributed; its NCCL needs cupy (ray/util/collective/collective.py)."""
+    try:
+        import ray
+        from ray.util.collective import collective
+    except Exception as exc:  # numpy missing, a broken install
+        cause = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        return CANNOT_RUN, (
+            "OpenRLHF's weight sync (vllm.sync_with_ray) imports ray.util.collective, which "
+            f"fails in this image: {cause}; fix: install what it needs (numpy) in the image"
+        )
+    version = getattr(ray, "__version__", "?")
+    if backend == "gloo" and not collective.gloo_available():  # type: ignore[no-untyped-call]
+        needs = "pygloo" if hasattr(collective, "_GLOO_AVAILABLE") else "torch.distributed"
+        return CANNOT_RUN, (
+            f"OpenRLHF's weight sync (vllm.sync_with_ray, backend gloo) cannot run in this "
+            f"image: Ray {version}'s ray.util.collective has no GLOO backend ({needs} is not "
+            f"importable; Ray raises 'GLOO is not available'); fix: install {needs} in the "
+            "image, use a Ray whose gloo runs on torch.distributed (2.55), or sync without "
+            "Ray (vllm.sync_with_ray false)"
+        )
+    if backend == "nccl" and not collective.nccl_available():  # type: ignore[no-untyped-call]
+        return CANNOT_RUN, (
+            f"OpenRLHF's weight sync (vllm.sync_with_ray, backend nccl) cannot run in this "
+            f"image: Ray {version}'s ray.util.collective has no NCCL backend (it needs cupy, "
+            "which ROCm images lack); fix: sync with vllm.sync_backend gloo or without Ray"
+        )
+    return "ray.util.collective", ""
 
 
 def probe_class(ray: Any) -> Any:
@@ -538,21 +583,34 @@ def probe_class(ray: Any) -> Any:
                     device = f"cuda:{index}"
                 if kind == "allreduce":
                     tensor = torch.ones(numel, dtype=torch.float32, device=device)
-                    dist.all_reduce(tensor)  # warm-up, and the correctness check below
+                    dist.all_reduce(tensor)  # the correctness check below
                     ok = bool(torch.all(tensor == world))
                 else:
                     fill = 7.0 if rank == 0 else 0.0
                     tensor = torch.full((numel,), fill, dtype=torch.float32, device=device)
                     dist.broadcast(tensor, src=0)
                     ok = bool(torch.all(tensor == 7.0))
-                start = time.perf_counter()
-                if kind == "allreduce":
-                    dist.all_reduce(tensor)
-                else:
-                    dist.broadcast(tensor, src=0)
+
+                def once() -> None:
+                    if kind == "allreduce":
+                        dist.all_reduce(tensor)
+                    else:
+                        dist.broadcast(tensor, src=0)
+
+                # as nccl-tests times it (README, Performance: 5 warm-up iterations, not timed,
+                # then 20 timed; the average iteration): between barriers, device synchronised
+                for _ in range(WARMUP_ITERS):
+                    once()
                 if device != "cpu":
                     torch.cuda.synchronize()
-                seconds = time.perf_counter() - start
+                dist.barrier()
+                start = time.perf_counter()
+                for _ in range(TIMED_ITERS):
+                    once()
+                if device != "cpu":
+                    torch.cuda.synchronize()
+                seconds = (time.perf_counter() - start) / TIMED_ITERS
+                dist.barrier()
             finally:
                 dist.destroy_process_group()
             return {"ok": ok, "seconds": seconds}
@@ -607,35 +665,66 @@ class Probes:
 
 
 def _wait_all(ray: Any, refs: dict[str, Any], deadline: float) -> list[str]:
-    """Names whose result did not arrive by the deadline."""
+    """Names whose result did not arrive by the deadline (placement groups' ready())."""
     ready, _ = ray.wait(
         list(refs.values()), num_returns=len(refs), timeout=max(1.0, deadline - time.monotonic())
     )
     return [name for name, ref in refs.items() if ref not in ready]
 
 
+def collect(
+    ray: Any, refs: dict[str, Any], deadline: float, doing: str
+) -> tuple[dict[str, Any], list[str]]:
+    """Every result that arrives by the deadline, by name ("NODE" or "NODE rank R"), and one
+    problem per name that did not: late, or raised (the exception's type and first line). No
+    ray.get here can block past the deadline or raise out of the waiter."""
+    if not refs:
+        return {}, []
+    ready, _ = ray.wait(
+        list(refs.values()), num_returns=len(refs), timeout=max(1.0, deadline - time.monotonic())
+    )
+    done = set(ready)
+    results: dict[str, Any] = {}
+    problems: list[str] = []
+    for name, ref in refs.items():
+        node, _, rank = name.partition(" ")
+        who = f"node={node}" + (f" {rank}" if rank else "")
+        if ref not in done:
+            problems.append(f"{who} did not finish {doing} before the self-test's deadline")
+            continue
+        try:
+            results[name] = ray.get(ref, timeout=max(1.0, deadline - time.monotonic()))
+        except Exception as exc:  # a rank's NCCL/gloo error, a dead actor, a timeout
+            cause = (str(exc).strip().splitlines() or [""])[-1][:300]
+            problems.append(f"{who} failed {doing}: {type(exc).__name__}: {cause}")
+    return results, problems
+
+
 def check_pairs(
     ray: Any, probes: dict[str, Any], deadline: float
 ) -> tuple[dict[str, Any], list[str]]:
     """Every node reaches every other on the address the job uses (a latency table)."""
-    names = list(probes)
-    addresses = ray.get([probes[name].listen.remote() for name in names])
-    listeners = {name: addresses[i] for i, name in enumerate(names)}
+    listeners, problems = collect(
+        ray, {name: p.listen.remote() for name, p in probes.items()}, deadline, "opening a port"
+    )
+    if problems:
+        return {}, problems
     refs = {
         name: p.ping.remote({n: a for n, a in listeners.items() if n != name}, 5.0)
         for name, p in probes.items()
     }
-    silent = _wait_all(ray, refs, deadline)
-    problems = [f"node={n} did not finish its reachability test" for n in silent]
+    pings, problems = collect(ray, refs, deadline, "its reachability test")
     table: dict[str, Any] = {}
-    for name, ref in refs.items():
-        if name in silent:
-            continue
-        for other, rtt in ray.get(ref).items():
+    for name, rtts in pings.items():
+        for other, rtt in rtts.items():
             table[f"{name}->{other}"] = rtt
             if isinstance(rtt, str):
                 problems.append(f"node={name} cannot reach {other} at {rtt}")
     return table, problems
+
+
+def rank_names(ranks: list[tuple[str, Any]]) -> list[str]:
+    return [f"{node} rank {i}" for i, (node, _) in enumerate(ranks)]
 
 
 def run_collective(
@@ -647,27 +736,27 @@ def run_collective(
     backend: str,
     deadline: float,
 ) -> tuple[dict[str, Any] | None, list[str]]:
-    """One collective over RANKS, (node, actor) pairs, the first being rank 0; its slowest
-    rank's seconds. Failures name the node."""
-    port = ray.get(ranks[0][1].free_port.remote())
+    """One collective over RANKS, (node, actor) pairs, the first being rank 0; the ranks'
+    average iteration seconds (nccl-tests' -a 1). Failures name the node and the rank."""
+    names = rank_names(ranks)
+    ports, problems = collect(ray, {names[0]: ranks[0][1].free_port.remote()}, deadline, "a port")
+    if problems:
+        return None, problems
+    port = ports[names[0]]
     refs = {
-        str(rank): actor.collective.remote(kind, rank, len(ranks), master, port, numel, backend)
+        names[rank]: actor.collective.remote(kind, rank, len(ranks), master, port, numel, backend)
         for rank, (_, actor) in enumerate(ranks)
     }
-    late = _wait_all(ray, refs, deadline)
-
-    def nodes_of(rank_ids: list[str]) -> list[str]:
-        return sorted({ranks[int(r)][0] for r in rank_ids})
-
-    if late:
-        return None, [f"node={n} did not finish the {kind}" for n in nodes_of(late)]
-    outcomes = {r: ray.get(ref) for r, ref in refs.items()}
+    outcomes, problems = collect(ray, refs, deadline, f"the {kind}")
+    if problems:
+        return None, problems
     if any("skipped" in o for o in outcomes.values()):
         return {"skipped": next(iter(outcomes.values())).get("skipped")}, []
-    bad = [r for r, o in outcomes.items() if not o["ok"]]
+    bad = [name for name, o in outcomes.items() if not o["ok"]]
     if bad:
-        return None, [f"node={n} got a wrong {kind} result" for n in nodes_of(bad)]
-    return {"seconds": max(o["seconds"] for o in outcomes.values())}, []
+        return None, [f"node={n.replace(' rank', ' rank')} got a wrong {kind} result" for n in bad]
+    seconds = sum(o["seconds"] for o in outcomes.values()) / len(outcomes)
+    return {"seconds": seconds}, []
 
 
 def selftest(
@@ -694,13 +783,12 @@ def selftest(
         timings[part] = round(now - clock[0], 3)
         clock[0] = now
 
-    missing = [n for n in expected if n not in actors]
+    missing = [f"node={n} did not run a task" for n in expected if n not in actors]
     refs = {name: p.versions.remote() for name, p in actors.items()}
-    silent = missing + _wait_all(ray, refs, deadline)
-    if silent:
-        return {"ok": False, "problems": [f"node={n} did not run a task" for n in silent]}
+    versions, failed = collect(ray, refs, deadline, "a task")
+    if missing or failed:
+        return {"ok": False, "problems": missing + failed}
     report["tasks"] = len(refs)
-    versions = {name: ray.get(ref) for name, ref in refs.items()}
     report["versions"] = versions
     problems = version_problems(versions)
     lap("tasks")
@@ -720,7 +808,9 @@ def selftest(
         problems += unreachable
         return {**report, "ok": not problems, "problems": problems}
     starting = probes.make_ranks()
-    ray.get(list(probes.warming.values()))  # torch imported everywhere (or found missing)
+    _warm, failed = collect(ray, probes.warming, deadline, "importing torch")
+    if failed:
+        return {**report, "ok": False, "problems": problems + failed}
     late = _wait_all(ray, starting, deadline) if starting else []
     stuck = sorted({key.split(":")[0] for key in late})
     if stuck:
@@ -752,26 +842,38 @@ def selftest(
         sync_numel = sync_mb * 1024 * 1024 // 4
         pair = [expected[0], expected[-1]]
         sync_backend = "gloo" if sync_path == "ray-gloo" else backend
-        constructor, why_not = ray.get(
-            probes.ranks[pair[0]][0].sync_constructor.remote(sync_path, sync_backend)
+        first = probes.ranks[pair[0]][0]
+        found_now, failed = collect(
+            ray,
+            {pair[0]: first.sync_constructor.remote(sync_path, sync_backend)},
+            deadline,
+            "choosing the weight-sync group",
         )
+        ports, failed_port = collect(ray, {pair[0]: first.free_port.remote()}, deadline, "a port")
+        problems += failed + failed_port
+        if failed or failed_port:
+            return {**report, "problems": problems, "ok": False}
+        constructor, why_not = found_now[pair[0]]
+        if constructor == CANNOT_RUN:
+            problems.append(f"node={pair[0]} {why_not}")
+            return {**report, "problems": problems, "ok": False}
         if constructor == "torch":
             sync_backend = backend
-        port = ray.get(probes.ranks[pair[0]][0].free_port.remote())
+        names = [f"{pair[0]} rank 0", f"{pair[1]} rank 1"]
         refs = {
-            str(rank): probes.ranks[name][0].weight_sync.remote(
-                constructor, rank, 2, head_ip, port, sync_numel, sync_backend
+            names[rank]: probes.ranks[name][0].weight_sync.remote(
+                constructor, rank, 2, head_ip, ports[pair[0]], sync_numel, sync_backend
             )
             for rank, name in enumerate(pair)
         }
-        late = _wait_all(ray, refs, deadline)
-        outcomes = {r: ray.get(ref) for r, ref in refs.items() if r not in late}
-        problems += [f"node={pair[int(r)]} did not finish the weight-sync broadcast" for r in late]
+        outcomes, failed = collect(ray, refs, deadline, "the weight-sync broadcast")
+        problems += failed
         problems += [
-            f"node={pair[int(r)]} got a wrong weight-sync broadcast result"
-            for r, o in outcomes.items()
+            f"node={name} got a wrong weight-sync broadcast result"
+            for name, o in outcomes.items()
             if "ok" in o and not o["ok"]
         ]
+        late = failed
         lap("weight-sync")
         if not late and all(o.get("ok") for o in outcomes.values()):
             seconds = max(o["seconds"] for o in outcomes.values())

@@ -520,6 +520,17 @@ def _grep_pattern(value: str) -> str:
 class WatchSpec(Section):
     """The workload's progress: a job that stops making progress without dying."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_gpu_busy(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "gpu_busy_percent" in data:
+            raise ValueError(
+                "watch.gpu_busy_percent was removed: a rank blocked in a collective keeps its "
+                "GPU ~100% busy (NVIDIA/nccl#257, #1289), so GPU use cannot tell progress from "
+                "a hang; stall/ captures every node's GPU use as evidence instead"
+            )
+        return data
+
     stall_seconds: int | None = Field(
         None,
         ge=5,
@@ -532,14 +543,6 @@ class WatchSpec(Section):
         None,
         description="extended regex (grep -E) a progress line of the workload log matches, e.g. "
         "'step:[0-9]+' for verl's console logger; default: any new output",
-    )
-    gpu_busy_percent: int = Field(
-        10,
-        ge=0,
-        le=100,
-        description="on GPU presets, before a stall is declared: a GPU at or above this "
-        "utilisation on any node (nvidia-smi / rocm-smi) counts as progress (long steps print "
-        "nothing); 0: the log alone decides",
     )
     action: Literal["fail", "report"] = Field(
         "fail", description="on a stall: fail the job naming it, or report and keep watching"

@@ -17,10 +17,10 @@ from clusterctl.errors import UsageError
 from clusterctl.ssh import SshOptions
 from clusterctl.verify.expect import expectations, with_tarball_id
 from clusterctl.verify.judges import (
-    FAIL,
     Expect,
     NodeFacts,
     Result,
+    drainable,
     exit_status,
     judge_all,
     parse_gather,
@@ -137,11 +137,9 @@ def judge_gathered(
 
 
 def drain_commands(results: list[Result]) -> list[list[str]]:
-    """One `scontrol update ... State=DRAIN` per failed node, its first failure as reason."""
-    first: dict[str, Result] = {}
-    for r in results:
-        if r.status == FAIL and r.node != "*" and r.check != "reachable":
-            first.setdefault(r.node, r)
+    """One `scontrol update ... State=DRAIN` per node with a positive node-health finding
+    (its first as the reason); a check that could not be judged or a finding about this job
+    (ports, images, leftovers) never drains a node."""
     return [
         [
             "scontrol",
@@ -150,7 +148,7 @@ def drain_commands(results: list[Result]) -> list[list[str]]:
             "State=DRAIN",
             f"Reason={DRAIN_PREFIX} {r.check}: {r.reason}"[:250],
         ]
-        for node, r in sorted(first.items())
+        for node, r in sorted(drainable(results).items())
     ]
 
 
@@ -158,12 +156,21 @@ def print_table(results: list[Result]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    style = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+    style = {
+        "ok": "green",
+        "warn": "yellow",
+        "fail": "bold red",
+        "unknown": "magenta",
+        "skip": "dim",
+    }
     table = Table(show_lines=False)
     for col in ("node", "check", "status", "reason", "fix"):
         table.add_column(col, overflow="fold")
     for r in sorted(results, key=lambda r: (r.node == "*", r.node, r.check)):
         table.add_row(r.node, r.check, f"[{style[r.status]}]{r.status}[/]", r.reason, r.fix)
     Console(width=160 if not sys.stdout.isatty() else None).print(table)
-    counts = {s: sum(r.status == s for r in results) for s in ("fail", "warn", "ok")}
-    click.echo(f"{counts['fail']} failures, {counts['warn']} warnings, {counts['ok']} ok")
+    counts = {s: sum(r.status == s for r in results) for s in ("fail", "unknown", "warn", "ok")}
+    click.echo(
+        f"{counts['fail']} failures, {counts['unknown']} could not be judged, "
+        f"{counts['warn']} warnings, {counts['ok']} ok"
+    )

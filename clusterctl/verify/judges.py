@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
+# A check whose tool answered in a way that cannot be read: never ok, never a drain.
+UNKNOWN = "unknown"
 GIB = 1 << 30
 
 # Thresholds, each from a public preflight tool:
@@ -42,15 +44,20 @@ IB_ACTIVE = "4: ACTIVE"
 class Result:
     node: str  # a node name, or "*" for a judge across nodes
     check: str
-    status: str  # ok, warn, fail, skip
+    status: str  # ok, warn, fail, unknown, skip
     reason: str
     fix: str = ""
+    # a positive finding about the node's own health (a GPU missing, ECC errors, a port
+    # down): only these may drain it; never a tool that could not be read, never a finding
+    # about this job (a port in use, an image, leftovers)
+    drain: bool = False
 
 
 @dataclass(frozen=True)
 class Section:
     rc: int
-    text: str
+    text: str  # the tool's stdout
+    stderr: str = ""  # kept apart: warnings there must not break what stdout holds
 
 
 @dataclass
@@ -100,37 +107,69 @@ def parse_gather(text: str) -> list[NodeFacts]:
     current: NodeFacts | None = None
     name = ""
     lines: list[str] = []
+    errors: list[str] | None = None  # after "@@cc-stderr NAME": that section's stderr
     rc = 0
 
     def close() -> None:
         if current is not None and name:
-            current.sections[name] = Section(rc, "\n".join(lines).strip("\n"))
+            stderr = "\n".join(errors).strip("\n") if errors is not None else ""
+            if errors is not None and name in current.sections:
+                kept = current.sections[name]
+                current.sections[name] = Section(kept.rc, kept.text, stderr)
+            else:
+                current.sections[name] = Section(rc, "\n".join(lines).strip("\n"))
 
     for line in text.splitlines():
         if line.startswith("@@cc-gather "):
             close()
-            name, lines = "", []
+            name, lines, errors = "", [], None
             parts = line.split()
             current = NodeFacts(node=parts[1], clock=float(parts[2]) if len(parts) > 2 else 0.0)
             nodes.append(current)
         elif line.startswith("@@cc-section ") and current is not None:
             close()
             parts = line.split()
-            name, lines = parts[1], []
+            name, lines, errors = parts[1], [], None
             rc = int(parts[2][len("rc=") :]) if len(parts) > 2 else 0
+        elif line.startswith("@@cc-stderr ") and current is not None:
+            close()
+            name, errors = line.split()[1], []
         elif current is not None and name:
-            lines.append(line)
+            (errors if errors is not None else lines).append(line)
     close()
     return nodes
+
+
+def json_payload(text: str) -> object:
+    """The JSON document in a tool's stdout, whatever comes around it: amd-smi prints
+    "WARNING: User is missing the following required groups" (25.x, amdsmi#130) or Python
+    SyntaxWarning lines before it, and some releases a note after it. None when there is none."""
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"^[ \t]*[\[{]", text, re.MULTILINE):
+        try:
+            value, _end = decoder.raw_decode(text, match.end() - 1)
+        except ValueError:
+            continue
+        if isinstance(value, (list, dict)):
+            return value
+    return None
 
 
 def _json(section: Section | None) -> object:
     if section is None or section.rc != 0:
         return None
-    try:
-        return json.loads(section.text)
-    except ValueError:
-        return None
+    return json_payload(section.text)
+
+
+def tool_words(section: Section | None, limit: int = 3) -> str:
+    """The first lines a tool printed (stdout, then stderr): its own words for a verdict."""
+    if section is None:
+        return "no output"
+    lines = [
+        line.strip() for line in (section.text + "\n" + section.stderr).splitlines() if line.strip()
+    ]
+    head = " | ".join(lines[:limit])
+    return (head[:300] + "...") if len(head) > 300 else head or f"no output (exit {section.rc})"
 
 
 def _gpu_items(data: object) -> list[dict[str, Any]]:
@@ -163,13 +202,72 @@ class GpuInventory:
     runtime: str = ""  # ROCm or CUDA version
     foreign: tuple[str, ...] = ()  # "GPU i: pid P (name), N MiB"
     ecc_errors: tuple[str, ...] = ()  # "GPU i: N uncorrectable"
+    # checks whose section could not be read: check -> the tool's own words
+    unread: tuple[tuple[str, str], ...] = ()
 
 
-def amd_inventory(facts: NodeFacts) -> GpuInventory | None:
+@dataclass(frozen=True)
+class Unreadable:
+    """A GPU tool that is there but whose answer cannot be read."""
+
+    tool: str
+    words: str
+    fix: str
+
+
+# amd-smi refuses non-root users outside the video and render groups: 25.x prints a WARNING
+# before the data (amdsmi#130), ROCm 7.0 raises "RuntimeError: WARNING: User is missing ..."
+# with no data (amdsmi#184), 7.1 prints "Permission needed to access required GPU device
+# node(s)" (amdsmi#184); with amdgpu built into the kernel it reports the driver as not
+# initialised (amdsmi#172). Captures: tests/fixtures/verify/real/README.md.
+_AMD_SMI_CAUSES = (
+    (
+        re.compile(r"missing the following required groups|Permission needed", re.I),
+        "add the user that runs the job (and verify) to both the video and render groups, or "
+        "run verify as root (amd-smi checks both groups before it reads a GPU)",
+    ),
+    (
+        re.compile(r"not initiali[sz]ed|initstate", re.I),
+        "amd-smi cannot read the amdgpu module's state (amdgpu built into the kernel, "
+        "amdsmi#172): the kfd topology in sysfs counts the GPUs instead",
+    ),
+)
+
+
+def _amd_smi_fix(words: str) -> str:
+    for pattern, fix in _AMD_SMI_CAUSES:
+        if pattern.search(words):
+            return fix
+    return "run `amd-smi list --json` on the node as the job's user to see why it fails"
+
+
+def _unread(section: Section | None) -> str | None:
+    """None when the section is there and holds JSON; else the tool's words."""
+    if section is None or section.rc == 127:
+        return None  # not gathered, or the tool is absent: nothing to read
+    if section.rc == 0 and json_payload(section.text) is not None:
+        return None
+    return tool_words(section)
+
+
+def kfd_gpu_count(facts: NodeFacts) -> int | None:
+    """GPUs in the kfd topology (sysfs, readable by any user): nodes whose gpu_id is not 0.
+    None when the section is absent (not an AMD node, or an older gather)."""
+    section = facts.section("kfd-gpus")
+    if section is None or section.rc != 0:
+        return None
+    return sum(1 for line in _lines(section) if line.strip().isdigit() and int(line) != 0)
+
+
+def amd_inventory(facts: NodeFacts) -> GpuInventory | Unreadable | None:
     """GPUs as amd-smi (or rocm-smi) reports them; None when neither tool is there."""
-    listed = _gpu_items(_json(facts.section("amd-smi-list")))
-    if not listed and (facts.section("amd-smi-list") or Section(127, "")).rc != 0:
+    listing = facts.section("amd-smi-list")
+    if listing is None or listing.rc == 127:
         return _rocm_smi_inventory(facts)
+    listed = _gpu_items(_json(listing))
+    if not listed:
+        words = tool_words(listing)
+        return Unreadable("amd-smi", words, _amd_smi_fix(words))
     static = _gpu_items(_json(facts.section("amd-smi-static")))
     models = tuple(
         str((g.get("asic") or {}).get("market_name", "?")) for g in static if "asic" in g
@@ -194,6 +292,11 @@ def amd_inventory(facts: NodeFacts) -> GpuInventory | None:
         count = _value((gpu.get("ecc") or {}).get("total_uncorrectable_count"))
         if count:
             ecc.append(f"GPU {gpu.get('gpu')}: {count:.0f} uncorrectable ECC errors")
+    unread = tuple(
+        (check, said)
+        for check, name in (("gpu-processes", "amd-smi-process"), ("gpu-ecc", "amd-smi-ecc"))
+        if (said := _unread(facts.section(name))) is not None
+    )
     return GpuInventory(
         "amd-smi",
         len(listed),
@@ -202,14 +305,19 @@ def amd_inventory(facts: NodeFacts) -> GpuInventory | None:
         rocm,
         tuple(foreign),
         tuple(ecc),
+        unread,
     )
 
 
-def _rocm_smi_inventory(facts: NodeFacts) -> GpuInventory | None:
-    data = _json(facts.section("rocm-smi"))
-    if not isinstance(data, dict):
+def _rocm_smi_inventory(facts: NodeFacts) -> GpuInventory | Unreadable | None:
+    section = facts.section("rocm-smi")
+    if section is None or section.rc == 127:
         return None
+    data = _json(section)
+    if not isinstance(data, dict):
+        return Unreadable("rocm-smi", tool_words(section), _amd_smi_fix(tool_words(section)))
     cards = {k: v for k, v in data.items() if k.startswith("card") and isinstance(v, dict)}
+    # the key is "Card series" in rocm-smi 6.x (telegraf's captures), "Card Series" in others
     models = tuple(str(v.get("Card Series", v.get("Card series", "?"))) for v in cards.values())
     driver = str((data.get("system") or {}).get("Driver version", ""))
     return GpuInventory(
@@ -217,13 +325,19 @@ def _rocm_smi_inventory(facts: NodeFacts) -> GpuInventory | None:
     )
 
 
-def nvidia_inventory(facts: NodeFacts) -> GpuInventory | None:
+def nvidia_inventory(facts: NodeFacts) -> GpuInventory | Unreadable | None:
     """GPUs as nvidia-smi's query interface reports them; None when nvidia-smi is absent."""
     gpus = facts.section("nvidia-gpus")
-    if gpus is None or gpus.rc != 0:
+    if gpus is None or gpus.rc == 127:
         return None
     rows = [[c.strip() for c in line.split(",")] for line in gpus.text.splitlines() if line.strip()]
-    rows = [r for r in rows if len(r) >= 7]
+    rows = [r for r in rows if len(r) >= 7 and r[0].isdigit()]
+    if gpus.rc != 0 or not rows:
+        return Unreadable(
+            "nvidia-smi",
+            tool_words(gpus),
+            "run `nvidia-smi` on the node as the job's user: the driver may not be loaded",
+        )
     names = {r[1]: r[0] for r in rows}  # uuid -> index
     ecc = tuple(
         f"GPU {r[0]}: {r[6]} uncorrectable ECC errors" for r in rows if r[6].isdigit() and int(r[6])
@@ -235,6 +349,8 @@ def nvidia_inventory(facts: NodeFacts) -> GpuInventory | None:
         if len(cols) >= 4:
             gpu = names.get(cols[0], cols[0])
             foreign.append(f"GPU {gpu}: pid {cols[1]} ({cols[2]}), {cols[3]} MiB")
+    apps_failed = apps is not None and apps.rc not in (0, 127)
+    unread = (("gpu-processes", tool_words(apps)),) if apps_failed else ()
     header = facts.section("nvidia-smi")
     cuda = re.search(r"CUDA Version:\s*([0-9.]+)", header.text if header else "")
     return GpuInventory(
@@ -245,6 +361,7 @@ def nvidia_inventory(facts: NodeFacts) -> GpuInventory | None:
         cuda.group(1) if cuda else "",
         tuple(foreign),
         ecc,
+        unread,
     )
 
 
@@ -264,10 +381,12 @@ def judge_gpus(facts: NodeFacts, expect: Expect) -> list[Result]:
                 n,
                 "gpus",
                 FAIL,
-                f"{tool} is missing or failed: GPUs cannot be counted",
-                f"install the driver tools on {n}, or drain it",
+                f"{tool} is missing: GPUs cannot be counted",
+                f"install the driver tools on {n}",
             )
         ]
+    if isinstance(inv, Unreadable):
+        return _judge_unreadable(facts, expect, inv)
     out = []
     if inv.count < expect.gpus_per_node:
         out.append(
@@ -277,12 +396,24 @@ def judge_gpus(facts: NodeFacts, expect: Expect) -> list[Result]:
                 FAIL,
                 f"{inv.tool} sees {inv.count} GPUs, the job needs {expect.gpus_per_node}",
                 f"a GPU has fallen off the bus or its driver failed: drain {n}",
+                drain=True,
             )
         )
     else:
         models = ", ".join(sorted(set(inv.models))) or "model unknown"
         out.append(Result(n, "gpus", OK, f"{inv.count} GPUs ({models})"))
-    if inv.foreign:
+    unread = dict(inv.unread)
+    if "gpu-processes" in unread:
+        out.append(
+            Result(
+                n,
+                "gpu-processes",
+                UNKNOWN,
+                f"{inv.tool} could not list GPU processes: {unread['gpu-processes']}",
+                _amd_smi_fix(unread["gpu-processes"]) if expect.vendor == "amd" else "",
+            )
+        )
+    elif inv.foreign:
         out.append(
             Result(
                 n,
@@ -294,7 +425,17 @@ def judge_gpus(facts: NodeFacts, expect: Expect) -> list[Result]:
         )
     else:
         out.append(Result(n, "gpu-processes", OK, "no process holds a GPU"))
-    if inv.ecc_errors:
+    if "gpu-ecc" in unread:
+        out.append(
+            Result(
+                n,
+                "gpu-ecc",
+                UNKNOWN,
+                f"{inv.tool} could not read ECC counters: {unread['gpu-ecc']}",
+                _amd_smi_fix(unread["gpu-ecc"]),
+            )
+        )
+    elif inv.ecc_errors:
         out.append(
             Result(
                 n,
@@ -302,9 +443,28 @@ def judge_gpus(facts: NodeFacts, expect: Expect) -> list[Result]:
                 FAIL,
                 "; ".join(inv.ecc_errors),
                 f"uncorrectable memory errors: drain {n} and have the GPU checked",
+                drain=True,
             )
         )
     return out
+
+
+def _judge_unreadable(facts: NodeFacts, expect: Expect, inv: Unreadable) -> list[Result]:
+    """The GPU tool answered but cannot be read: never "0 GPUs", never a drain. On AMD the
+    kfd topology (sysfs, any user) still counts the GPUs the driver has."""
+    n = facts.node
+    kfd = kfd_gpu_count(facts)
+    said = f"{inv.tool}'s output cannot be read ({inv.words})"
+    processes = Result(
+        n, "gpu-processes", UNKNOWN, f"{inv.tool} could not list GPU processes", inv.fix
+    )
+    if kfd is not None and kfd >= expect.gpus_per_node:
+        return [
+            Result(n, "gpus", WARN, f"{said}; the kfd topology shows {kfd} GPUs", inv.fix),
+            processes,
+        ]
+    counted = f"; the kfd topology shows {kfd} GPUs" if kfd is not None else ""
+    return [Result(n, "gpus", UNKNOWN, said + counted, inv.fix), processes]
 
 
 def judge_devices(facts: NodeFacts) -> list[Result]:
@@ -318,6 +478,7 @@ def judge_devices(facts: NodeFacts) -> list[Result]:
                 FAIL,
                 "missing device nodes: " + ", ".join(missing),
                 "load the driver (amdgpu / nvidia, ib_uverbs) or fix container.devices",
+                drain=True,
             )
         ]
     return [Result(facts.node, "devices", OK, f"{len(_lines(section))} device nodes present")]
@@ -405,6 +566,7 @@ def judge_fabric(facts: NodeFacts, expect: Expect) -> list[Result]:
                 FAIL,
                 "ports not ACTIVE: " + ", ".join(down),
                 f"check cables and the subnet manager; or drain {n}",
+                drain=True,
             )
         )
     else:
@@ -504,12 +666,10 @@ def judge_docker(facts: NodeFacts, expect: Expect) -> list[Result]:
     n = facts.node
     docker = facts.section("docker")
     if docker is None or docker.rc != 0:
-        cause = (docker.text.splitlines() or [""])[-1] if docker else ""
-        what = (
-            "docker is not installed"
-            if docker and docker.rc == 127
-            else "docker daemon not reachable"
-        )
+        said = (docker.stderr or docker.text) if docker else ""
+        cause = (said.splitlines() or [""])[-1]
+        installed = not (docker and docker.rc == 127)
+        what = "docker daemon not reachable" if installed else "docker is not installed"
         return [
             Result(
                 n,
@@ -517,6 +677,9 @@ def judge_docker(facts: NodeFacts, expect: Expect) -> list[Result]:
                 FAIL,
                 f"{what}: {cause}".rstrip(": "),
                 "start dockerd, or give the job's user access to its socket",
+                # the node's own engine is down: a node-health finding; not when only this
+                # user may not reach it
+                drain=installed and "permission denied" not in cause.lower(),
             )
         ]
     out = [Result(n, "docker", OK, f"Docker engine {_text(docker)}")]
@@ -672,7 +835,7 @@ def judge_across(nodes: list[NodeFacts], expect: Expect) -> list[Result]:
 
     if expect.vendor in ("amd", "nvidia") and expect.gpus_per_node:
         inventory = amd_inventory if expect.vendor == "amd" else nvidia_inventory
-        invs = {f.node: inventory(f) for f in nodes}
+        invs = {f.node: inv for f in nodes if isinstance(inv := inventory(f), GpuInventory)}
         same(
             "driver",
             {k: v.driver for k, v in invs.items() if v},
@@ -782,9 +945,20 @@ def judge_all(
 
 
 def exit_status(results: Iterable[Result]) -> int:
-    """Nagios-style: 0 all ok, 1 warnings, 2 failures."""
+    """Nagios-style: 0 all ok, 1 warnings, 2 failures, 3 a check that could not be judged."""
     statuses = {r.status for r in results}
-    return 2 if FAIL in statuses else 1 if WARN in statuses else 0
+    if FAIL in statuses:
+        return 2
+    return 3 if UNKNOWN in statuses else 1 if WARN in statuses else 0
+
+
+def drainable(results: Iterable[Result]) -> dict[str, Result]:
+    """node -> its first positive node-health finding: the only grounds for a drain."""
+    first: dict[str, Result] = {}
+    for r in results:
+        if r.status == FAIL and r.drain and r.node != "*":
+            first.setdefault(r.node, r)
+    return first
 
 
 def expect_from_json(
@@ -831,18 +1005,30 @@ def main(argv: list[str]) -> int:
     results = judge_all(nodes, expect_from_json(expect_text, live, image_id))
     with open(os.path.join(directory, "verify.json"), "w", encoding="utf-8") as handle:
         json.dump([r.__dict__ for r in results], handle, indent=2)
+    # slurm.drain_bad_nodes drains only these (templates/partials/cluster.sh.j2)
+    with open(os.path.join(directory, "drainable.tsv"), "w", encoding="utf-8") as handle:
+        for node, r in sorted(drainable(results).items()):
+            handle.write(f"{node}\t{r.check}: {r.reason}\n")
     for r in results:
         fix = f" (fix: {r.fix})" if r.fix else ""
         if r.status == FAIL:
             print(f"clusterctl: FAIL node={r.node} phase=preflight: {r.check}: {r.reason}{fix}")
+        elif r.status == UNKNOWN:
+            # the job cannot tell the node is fit: it stops (or leaves the node out), naming
+            # the tool's own words; the node is not drained for it
+            print(
+                f"clusterctl: FAIL node={r.node} phase=preflight: {r.check} cannot be judged: "
+                f"{r.reason}{fix}"
+            )
         elif r.status == WARN:
             print(f"clusterctl: [{r.node}] warning: {r.check}: {r.reason}{fix}")
     counts = Counter(r.status for r in results)
     print(
         f"clusterctl: node checks on {len(nodes)} nodes: {counts[FAIL]} failed, "
-        f"{counts[WARN]} warnings, {counts[OK]} ok (details in {directory}/verify.json)"
+        f"{counts[UNKNOWN]} could not be judged, {counts[WARN]} warnings, {counts[OK]} ok "
+        f"(details in {directory}/verify.json)"
     )
-    return exit_status(results)
+    return 2 if counts[FAIL] or counts[UNKNOWN] else exit_status(results)
 
 
 if __name__ == "__main__":
