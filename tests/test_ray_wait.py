@@ -348,6 +348,10 @@ def test_gpu_rank_uses_the_gpu_ray_assigned() -> None:
     # RAY_EXPERIMENTAL_NOSET_*_VISIBLE_DEVICES (the GPU presets): all 8 visible, use the id
     assert gpu_index(8, [5]) == 5
     assert gpu_index(8, ["3"]) == 3
+    # a node whose visibility variable was narrowed before Ray started (HIP_VISIBLE_DEVICES=
+    # 4,5,6,7): Ray's id 5 is torch's device 1
+    assert gpu_index(4, ["5"], "4,5,6,7") == 1
+    assert gpu_index(1, ["5"], "5") == 0
 
 
 def test_weight_sync_uses_the_frameworks_group_where_it_can_run() -> None:

@@ -302,8 +302,14 @@ def test_limits_shm_disk_memlock() -> None:
     )
     results = judge_all(facts_of(gather_text("gpu-1", small)), AMD)
     assert by_check(results, "gpu-1", "memlock")[0].status == WARN
-    assert by_check(results, "gpu-1", "shm")[0].reason == "/dev/shm is 1.0 GiB"
+    shm = by_check(results, "gpu-1", "shm")[0]
+    assert shm.reason.startswith("/dev/shm is 1.0 GiB") and "shm_size does not apply" in shm.reason
     assert by_check(results, "gpu-1", "disk")[0].status == FAIL
+    # the GPU presets' containers get --ulimit memlock=-1: the host shell's limit is not theirs
+    unlimited = dataclasses.replace(AMD, container_memlock_unlimited=True)
+    results = judge_all(facts_of(gather_text("gpu-1", small)), unlimited)
+    memlock = by_check(results, "gpu-1", "memlock")[0]
+    assert memlock.status == OK and "--ulimit memlock=-1" in memlock.reason
     cpu = Expect(vendor="none", gpus_per_node=0, image="x", fabric="ethernet")
     results = judge_all(facts_of(gather_text("cpu-1", small)), cpu)
     assert by_check(results, "cpu-1", "memlock")[0].status == SKIP
@@ -507,3 +513,28 @@ def test_verify_expects_the_image_the_tarballs_id_file_names(tmp_path: Path) -> 
          "container.image_id=sha256:" + "34" * 32],
     ).spec  # fmt: skip
     assert with_tarball_id(expectations(pinned, None), pinned).image_id == "sha256:" + "34" * 32
+
+
+# `docker info --format '{{json .Runtimes}}'` as Docker 20.10.24+dfsg1 prints it on this
+# project's dev machine (no NVIDIA toolkit)
+RUNC_ONLY = (
+    '{"io.containerd.runc.v2":{"path":"runc"},"io.containerd.runtime.v1.linux":{"path":"runc"},'
+    '"runc":{"path":"runc"}}'
+)
+
+
+def test_nvidia_nodes_need_the_container_toolkit_for_docker_gpus() -> None:
+    def judged(text: str) -> Result:
+        secs = sections("nvidia", **{"nvidia-docker": (0, text)})
+        results = judge_all(facts_of(gather_text("gpu-1", secs)), NVIDIA)
+        return by_check(results, "gpu-1", "nvidia-docker")[0]
+
+    hook = judged(f"/usr/bin/nvidia-container-runtime-hook\nruntimes: {RUNC_ONLY}")
+    assert hook.status == OK and "nvidia-container-runtime-hook" in hook.reason
+    # `nvidia-ctk runtime configure` registers {"nvidia": {"path": "nvidia-container-runtime"}}
+    # (NVIDIA Container Toolkit install guide, daemon.json)
+    registered = RUNC_ONLY[:-1] + ',"nvidia":{"path":"nvidia-container-runtime"}}'
+    assert judged(f"hook: none on PATH\nruntimes: {registered}").status == OK
+    missing = judged(f"hook: none on PATH\nruntimes: {RUNC_ONLY}")
+    assert missing.status == FAIL and "nvidia-ctk runtime configure" in missing.fix
+    assert "runc" in missing.reason and not missing.drain

@@ -217,13 +217,31 @@ def busbw_allreduce(nbytes: int, seconds: float, ranks: int) -> tuple[float, flo
     return algbw, algbw * 2 * (ranks - 1) / ranks
 
 
-def gpu_index(visible: int, assigned: list[Any]) -> int:
-    """The device index of the GPU Ray gave this actor: 0 when Ray narrowed the visibility
-    variable to it, else its id (the GPU presets set RAY_EXPERIMENTAL_NOSET_*_VISIBLE_DEVICES,
-    as verl needs, so every actor sees every GPU of its node)."""
-    if visible <= 1 or not assigned:
+def gpu_index(visible: int, assigned: list[Any], mask: str | None = None) -> int:
+    """The torch device index of the GPU Ray gave this actor. Ray's GPU ids are the entries
+    of the node's visibility variable (MASK, e.g. HIP_VISIBLE_DEVICES=4,5,6,7), and torch
+    numbers the visible devices from 0: id 5 there is device 1. With Ray narrowing the
+    variable to one GPU it is device 0; with no variable set the id is the device index."""
+    if not assigned:
         return 0
-    return int(assigned[0])
+    gpu = str(assigned[0]).strip()
+    ids = [part.strip() for part in (mask or "").split(",") if part.strip()]
+    if gpu in ids:
+        return ids.index(gpu) if visible > 1 else 0
+    if visible <= 1:
+        return 0
+    return int(gpu)
+
+
+def visibility_mask() -> str | None:
+    """The visibility variable torch reads in this process: CUDA_VISIBLE_DEVICES, or on ROCm
+    HIP_VISIBLE_DEVICES (torch's HIP backend honours both)."""
+    import os
+
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"):
+        if os.environ.get(name):
+            return os.environ[name]
+    return None
 
 
 def _show(bundle: dict[str, float]) -> str:
@@ -511,7 +529,7 @@ def probe_class(ray: Any) -> Any:
             if backend == "nccl":
                 from ray import get_gpu_ids
 
-                index = gpu_index(torch.cuda.device_count(), get_gpu_ids())
+                index = gpu_index(torch.cuda.device_count(), get_gpu_ids(), visibility_mask())
                 torch.cuda.set_device(index)
                 device = f"cuda:{index}"
             fill = 7.0 if rank == 0 else 0.0
@@ -550,7 +568,12 @@ def probe_class(ray: Any) -> Any:
             start = time.perf_counter()
             group.broadcast(tensor, src=0, stream=stream)
             torch.cuda.synchronize()
-            return {"ok": ok, "seconds": time.perf_counter() - start}
+            seconds = time.perf_counter() - start
+            # vLLM's PyNcclCommunicator keeps its ncclComm until destroyed: free it here (its
+            # NCCLLibrary binds ncclCommDestroy, vllm/distributed/device_communicators)
+            if hasattr(group, "nccl") and hasattr(group, "comm"):
+                group.nccl.ncclCommDestroy(group.comm)
+            return {"ok": ok, "seconds": seconds}
 
         def collective(
             self,
@@ -578,7 +601,7 @@ def probe_class(ray: Any) -> Any:
                 if backend == "nccl":
                     from ray import get_gpu_ids
 
-                    index = gpu_index(torch.cuda.device_count(), get_gpu_ids())
+                    index = gpu_index(torch.cuda.device_count(), get_gpu_ids(), visibility_mask())
                     torch.cuda.set_device(index)
                     device = f"cuda:{index}"
                 if kind == "allreduce":

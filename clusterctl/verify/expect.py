@@ -25,6 +25,7 @@ def expectations(spec: JobSpec, live_jobs: frozenset[str] | None) -> Expect:
         live_jobs=live_jobs,
         image_id=c.image_id,
         image_reloads=c.pull == "load",
+        container_memlock_unlimited="memlock=-1" in preset.ulimits,
     )
 
 
@@ -50,6 +51,7 @@ def expect_json(spec: JobSpec) -> str:
             "hcas": list(e.hcas),
             "gid_index": e.gid_index,
             "image_id": spec.container.image_id,
+            "container_memlock_unlimited": e.container_memlock_unlimited,
         },
         sort_keys=True,
     )

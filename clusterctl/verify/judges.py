@@ -99,6 +99,9 @@ class Expect:
     # before the job: its preflight loads the tarball over another image (a warning, not a
     # failure); in the preflight, after that load, another image is a failure
     image_reloads: bool = False
+    # the containers run with --ulimit memlock=-1 (the GPU presets): the host's ulimit -l
+    # is then not what RDMA in the job gets
+    container_memlock_unlimited: bool = False
 
 
 def parse_gather(text: str) -> list[NodeFacts]:
@@ -593,6 +596,16 @@ def judge_limits(facts: NodeFacts, expect: Expect) -> list[Result]:
     memlock = _text(facts.section("memlock"))
     if expect.fabric not in ("ib", "roce"):
         out.append(Result(n, "memlock", SKIP, "no RDMA fabric: locked memory is not needed"))
+    elif expect.container_memlock_unlimited:
+        out.append(
+            Result(
+                n,
+                "memlock",
+                OK,
+                f"containers run with --ulimit memlock=-1 (this shell's ulimit -l "
+                f"{memlock or 'unknown'} does not apply to them)",
+            )
+        )
     elif memlock == "unlimited":
         out.append(Result(n, "memlock", OK, "ulimit -l unlimited"))
     elif memlock.isdigit() and int(memlock) >= MEMLOCK_MIN_KIB:
@@ -617,12 +630,15 @@ def judge_limits(facts: NodeFacts, expect: Expect) -> list[Result]:
                 n,
                 "shm",
                 WARN,
-                f"/dev/shm is {shm[0] / GIB:.1f} GiB",
-                "NCCL and vLLM use /dev/shm (the job runs with --ipc=host): size it >= 8 GiB",
+                f"/dev/shm is {shm[0] / GIB:.1f} GiB; the containers share it (--ipc=host: "
+                "container.shm_size does not apply)",
+                "NCCL and vLLM use /dev/shm: size the host's >= 8 GiB",
             )
         )
     else:
-        out.append(Result(n, "shm", OK, f"/dev/shm {shm[0] / GIB:.0f} GiB"))
+        out.append(
+            Result(n, "shm", OK, f"/dev/shm {shm[0] / GIB:.0f} GiB, shared by the containers")
+        )
     disk = _df_sizes(facts.section("disk"))
     if disk is None:
         out.append(Result(n, "disk", WARN, "free space where logs go unknown (df failed)"))
@@ -662,6 +678,34 @@ def _df_sizes(section: Section | None) -> tuple[int, int] | None:
     return int(cols[1]), int(cols[3])
 
 
+def judge_nvidia_docker(facts: NodeFacts, expect: Expect) -> list[Result]:
+    """`docker run --gpus all` (the NVIDIA presets) needs the NVIDIA Container Toolkit: the
+    prestart hook on dockerd's PATH (moby daemon/nvidia_linux.go) or an "nvidia" runtime.
+    Without it Docker refuses: 'could not select device driver "" with capabilities: [[gpu]]'."""
+    section = facts.section("nvidia-docker")
+    if expect.vendor != "nvidia" or not expect.gpus_per_node or section is None:
+        return []
+    lines = _lines(section)
+    hook = next((line for line in lines if line.startswith("/")), "")
+    listed = json_payload(next((ln for ln in lines if ln.startswith("runtimes:")), "")[9:])
+    runtimes = sorted(listed) if isinstance(listed, dict) else []
+    if hook or "nvidia" in runtimes:
+        how = f"hook {hook}" if hook else "the nvidia runtime"
+        return [Result(facts.node, "nvidia-docker", OK, f"docker run --gpus works through {how}")]
+    return [
+        Result(
+            facts.node,
+            "nvidia-docker",
+            FAIL,
+            "no NVIDIA Container Toolkit for Docker (no nvidia-container-runtime-hook on PATH, "
+            f"runtimes: {' '.join(runtimes) or 'unknown'}): docker run --gpus all would fail "
+            "with 'could not select device driver'",
+            "install nvidia-container-toolkit and run `nvidia-ctk runtime configure "
+            "--runtime=docker`, then restart dockerd",
+        )
+    ]
+
+
 def judge_docker(facts: NodeFacts, expect: Expect) -> list[Result]:
     n = facts.node
     docker = facts.section("docker")
@@ -683,6 +727,7 @@ def judge_docker(facts: NodeFacts, expect: Expect) -> list[Result]:
             )
         ]
     out = [Result(n, "docker", OK, f"Docker engine {_text(docker)}")]
+    out += judge_nvidia_docker(facts, expect)
     image = facts.section("image")
     if image is None or image.rc != 0:
         out.append(
@@ -976,6 +1021,7 @@ def expect_from_json(
         gid_index=raw.get("gid_index"),
         live_jobs=live_jobs,
         image_id=raw.get("image_id") or image_id,
+        container_memlock_unlimited=bool(raw.get("container_memlock_unlimited")),
     )
 
 
