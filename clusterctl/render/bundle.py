@@ -112,6 +112,8 @@ def selftest_args(spec: JobSpec) -> list[str]:
         if isinstance(spec.workload, OpenRLHFWorkload)
         else "torch",
     ]
+    if spec.hardware.logical_gpus:
+        args.append("--logical-gpus")  # device calls are named skips, not failures
     shapes = placement_shapes(spec)
     if shapes:
         placement = [shape.as_json() for shape in shapes]

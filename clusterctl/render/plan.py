@@ -49,7 +49,7 @@ def sbatch_directives(spec: JobSpec) -> list[str]:
     s = spec.slurm
     out = [f"--job-name={s.job_name}", f"--nodes={s.nodes + s.spare_nodes}", "--ntasks-per-node=1"]
     gpus = s.gpus_per_node or 0
-    if gpus:
+    if gpus and not spec.hardware.logical_gpus:  # logical GPUs: SLURM has none to give
         if s.gpu_request == "gres":
             kind = f"gpu:{s.gres_type}:" if s.gres_type else "gpu:"
             out.append(f"--gres={kind}{gpus}")
@@ -229,7 +229,8 @@ def docker_run_args(spec: JobSpec, env: dict[str, str]) -> list[str]:
         args += ["--device", f"{device}:{device}"]
     for group in c.group_add or []:
         args += ["--group-add", group]
-    args += list(preset.docker_gpu_flags)
+    if not spec.hardware.logical_gpus:
+        args += list(preset.docker_gpu_flags)
     for ulimit in preset.ulimits:
         args += ["--ulimit", ulimit]
     if preset.vendor == "amd":

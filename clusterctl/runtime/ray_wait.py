@@ -233,6 +233,19 @@ def gpu_index(visible: int, assigned: list[Any], mask: str | None = None) -> int
     return int(gpu)
 
 
+def no_device(torch: Any) -> str:
+    """Why this GPU rank has no device to run on, naming the GPU Ray gave it and the
+    visibility it sees; "" when torch sees a CUDA/HIP device."""
+    if torch.cuda.is_available():
+        return ""
+    from ray import get_gpu_ids
+
+    ids = ",".join(str(i) for i in get_gpu_ids()) or "none"
+    mask = visibility_mask()
+    seen = f", visibility {mask}" if mask else ", no visibility variable"
+    return f"no CUDA/HIP device in torch (Ray GPU ids {ids}{seen})"
+
+
 def visibility_mask() -> str | None:
     """The visibility variable torch reads in this process: CUDA_VISIBLE_DEVICES, or on ROCm
     HIP_VISIBLE_DEVICES (torch's HIP backend honours both)."""
@@ -517,12 +530,15 @@ def probe_class(ray: Any) -> Any:
             port: int,
             numel: int,
             backend: str,
+            logical: bool = False,
         ) -> dict[str, Any]:
             """The trainer -> rollout broadcast in a group made the way the framework makes it:
             ray.util.collective (OpenRLHF with vllm.sync_with_ray), OpenRLHF's own
             stateless_init_process_group (vLLM PyNccl), or a torch.distributed group."""
             if constructor == "torch":
-                return self.collective("broadcast", rank, world, master, port, numel, backend)
+                return self.collective(
+                    "broadcast", rank, world, master, port, numel, backend, logical
+                )
             import torch
 
             device = "cpu"
@@ -584,6 +600,7 @@ def probe_class(ray: Any) -> Any:
             port: int,
             numel: int,
             backend: str,
+            logical: bool = False,
         ) -> dict[str, Any]:
             """A fresh process group; an all-reduce of all ranks, or a broadcast from rank 0
             (the trainer -> rollout weight sync); timed after a warm-up, result checked."""
@@ -592,6 +609,12 @@ def probe_class(ray: Any) -> Any:
                 import torch.distributed as dist
             except ImportError:
                 return {"skipped": "torch is not installed in the image"}
+            if backend == "nccl":
+                missing = no_device(torch)
+                if missing and logical:
+                    return {"skipped": f"{missing}; hardware.logical_gpus: the {kind} not run"}
+                if missing:
+                    raise RuntimeError(missing)
             dist.init_process_group(
                 backend, init_method=f"tcp://{master}:{port}", rank=rank, world_size=world
             )
@@ -758,6 +781,7 @@ def run_collective(
     numel: int,
     backend: str,
     deadline: float,
+    logical: bool = False,
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """One collective over RANKS, (node, actor) pairs, the first being rank 0; the ranks'
     average iteration seconds (nccl-tests' -a 1). Failures name the node and the rank."""
@@ -767,7 +791,9 @@ def run_collective(
         return None, problems
     port = ports[names[0]]
     refs = {
-        names[rank]: actor.collective.remote(kind, rank, len(ranks), master, port, numel, backend)
+        names[rank]: actor.collective.remote(
+            kind, rank, len(ranks), master, port, numel, backend, logical
+        )
         for rank, (_, actor) in enumerate(ranks)
     }
     outcomes, problems = collect(ray, refs, deadline, f"the {kind}")
@@ -791,6 +817,7 @@ def selftest(
     placement: list[dict[str, Any]] | None = None,
     sync_mb: int = 0,
     sync_path: str = "torch",
+    logical: bool = False,
 ) -> dict[str, Any]:
     """Rehearse the workload: a task and the versions on every node, the placement groups of
     its framework, every node pair's reachability, an all-reduce over all nodes and a weight-sync
@@ -847,7 +874,9 @@ def selftest(
     ranks = [(name, actor) for name in expected for actor in probes.ranks[name]]
     numel = size_mb * 1024 * 1024 // 4
     report["ranks"] = len(ranks)
-    outcome, found = run_collective(ray, ranks, "allreduce", head_ip, numel, backend, deadline)
+    outcome, found = run_collective(
+        ray, ranks, "allreduce", head_ip, numel, backend, deadline, logical
+    )
     problems += found
     lap("allreduce")
     if outcome is not None and "skipped" in outcome:
@@ -877,6 +906,9 @@ def selftest(
         if failed or failed_port:
             return {**report, "problems": problems, "ok": False}
         constructor, why_not = found_now[pair[0]]
+        if constructor == CANNOT_RUN and logical:
+            report["weight_sync"] = {"skipped": f"{why_not} (hardware.logical_gpus)"}
+            return {**report, "problems": problems, "ok": not problems}
         if constructor == CANNOT_RUN:
             problems.append(f"node={pair[0]} {why_not}")
             return {**report, "problems": problems, "ok": False}
@@ -885,7 +917,7 @@ def selftest(
         names = [f"{pair[0]} rank 0", f"{pair[1]} rank 1"]
         refs = {
             names[rank]: probes.ranks[name][0].weight_sync.remote(
-                constructor, rank, 2, head_ip, ports[pair[0]], sync_numel, sync_backend
+                constructor, rank, 2, head_ip, ports[pair[0]], sync_numel, sync_backend, logical
             )
             for rank, name in enumerate(pair)
         }
@@ -896,9 +928,11 @@ def selftest(
             for name, o in outcomes.items()
             if "ok" in o and not o["ok"]
         ]
-        late = failed
         lap("weight-sync")
-        if not late and all(o.get("ok") for o in outcomes.values()):
+        skipped = [o["skipped"] for o in outcomes.values() if "skipped" in o]
+        if skipped:
+            report["weight_sync"] = {"skipped": skipped[0]}
+        elif not failed and all(o.get("ok") for o in outcomes.values()):
             seconds = max(o["seconds"] for o in outcomes.values())
             report["weight_sync"] = {
                 "from": pair[0],
@@ -1003,6 +1037,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=["torch", "ray-gloo", "ray-nccl", "pynccl", "cuda-ipc", "none"],
         help="how the framework syncs weights (clusterctl/lint/workload.py)",
     )
+    parser.add_argument(
+        "--logical-gpus",
+        action="store_true",
+        help="GPUs declared to Ray without devices (hardware.logical_gpus): a GPU rank with no "
+        "device is a named skip, not a failure",
+    )
     parser.add_argument("--watch", metavar="PHASE", help="watch node liveness, do not wait")
     parser.add_argument("--node-timeout", type=float, default=30)
     args = parser.parse_args(argv)
@@ -1047,6 +1087,7 @@ def main(argv: list[str] | None = None) -> int:
             json.loads(args.placement) if args.placement else None,
             args.weight_sync_mb,
             args.weight_sync_path,
+            args.logical_gpus,
         )
         summary["selftest"] = report
         busbw = report.get("allreduce_busbw_gbps")

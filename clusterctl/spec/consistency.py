@@ -260,11 +260,27 @@ def check_consistency(spec: JobSpec) -> list[tuple[FieldPath, str]]:
     out: list[tuple[FieldPath, str]] = []
     c, slurm = spec.container, spec.slurm
     gpus = slurm.gpus_per_node or 0
-    if spec.hardware.preset == "none" and gpus > 0:
+    logical = spec.hardware.logical_gpus
+    if spec.hardware.preset == "none" and gpus > 0 and not logical:
         out.append(
             (
                 ("slurm", "gpus_per_node"),
                 f"{gpus} GPUs per node with hardware.preset none (CPU-only)",
+            )
+        )
+    if logical and spec.hardware.preset == "none":
+        out.append(
+            (
+                ("hardware", "logical_gpus"),
+                "logical GPUs stand in for a GPU preset's devices: choose the preset they stand "
+                "in for (its job, visibility variables and self-test branches are what run)",
+            )
+        )
+    if logical and gpus != logical:
+        out.append(
+            (
+                ("slurm", "gpus_per_node"),
+                f"{gpus} GPUs per node, but hardware.logical_gpus declares {logical}",
             )
         )
     if spec.ray.num_gpus is not None and spec.ray.num_gpus > gpus:

@@ -227,6 +227,16 @@ class HardwareSpec(Section):
     """The kind of node: decides vendor, devices, visibility variables and NCCL/RCCL defaults."""
 
     preset: PresetName = Field("none", description="mi300x, mi250x, h100, h800, a100 or none")
+    logical_gpus: int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description="dev clusters without GPUs: declare this many GPUs to Ray on each node "
+        "(Ray takes a declared count on faith) and run the preset's job with no device: SLURM "
+        "is asked for no GPU, no GPU device or docker --gpus reaches the containers, preflight "
+        "skips the GPU checks saying why, and the self-test runs its GPU branches up to the "
+        "first call that needs a device, reported as a named skip",
+    )
 
 
 class VersionsSpec(Section):
@@ -607,8 +617,9 @@ class JobSpec(Section):
     def resolve_defaults(self) -> JobSpec:
         """Fill defaults that come from other sections; explicit values are kept."""
         preset = PRESETS[self.hardware.preset]
+        logical = self.hardware.logical_gpus
         if self.slurm.gpus_per_node is None:
-            self.slurm.gpus_per_node = preset.gpus_per_node
+            self.slurm.gpus_per_node = logical or preset.gpus_per_node
         if self.ray.num_gpus is None:
             self.ray.num_gpus = self.slurm.gpus_per_node
         if self.ray.num_cpus is None and self.slurm.cpus_per_task is not None:
@@ -620,7 +631,9 @@ class JobSpec(Section):
         c = self.container
         if c.shm_size is None:
             c.shm_size = preset.shm_size
-        if c.devices is None:
+        if c.devices is None and logical:
+            c.devices = []  # logical GPUs have no device nodes; nor has the dev cluster a HCA
+        elif c.devices is None:
             devices = list(preset.devices)
             if self.network.fabric in ("ib", "roce"):
                 devices.append(INFINIBAND_DEVICE)

@@ -26,6 +26,7 @@ def expectations(spec: JobSpec, live_jobs: frozenset[str] | None) -> Expect:
         image_id=c.image_id,
         image_reloads=c.pull == "load",
         container_memlock_unlimited="memlock=-1" in preset.ulimits,
+        logical_gpus=bool(spec.hardware.logical_gpus),
     )
 
 
@@ -52,6 +53,7 @@ def expect_json(spec: JobSpec) -> str:
             "gid_index": e.gid_index,
             "image_id": spec.container.image_id,
             "container_memlock_unlimited": e.container_memlock_unlimited,
+            "logical_gpus": e.logical_gpus,
         },
         sort_keys=True,
     )

@@ -102,6 +102,8 @@ class Expect:
     # the containers run with --ulimit memlock=-1 (the GPU presets): the host's ulimit -l
     # is then not what RDMA in the job gets
     container_memlock_unlimited: bool = False
+    # hardware.logical_gpus: GPUs declared to Ray without devices (a dev cluster)
+    logical_gpus: bool = False
 
 
 def parse_gather(text: str) -> list[NodeFacts]:
@@ -376,6 +378,9 @@ def judge_gpus(facts: NodeFacts, expect: Expect) -> list[Result]:
     n = facts.node
     if expect.vendor not in ("amd", "nvidia") or expect.gpus_per_node == 0:
         return [Result(n, "gpus", SKIP, "the spec asks for no GPUs")]
+    if expect.logical_gpus:
+        why = f"hardware.logical_gpus: {expect.gpus_per_node} GPUs declared to Ray, no device"
+        return [Result(n, "gpus", SKIP, why)]
     inv = amd_inventory(facts) if expect.vendor == "amd" else nvidia_inventory(facts)
     tool = "amd-smi or rocm-smi" if expect.vendor == "amd" else "nvidia-smi"
     if inv is None:
@@ -683,7 +688,9 @@ def judge_nvidia_docker(facts: NodeFacts, expect: Expect) -> list[Result]:
     prestart hook on dockerd's PATH (moby daemon/nvidia_linux.go) or an "nvidia" runtime.
     Without it Docker refuses: 'could not select device driver "" with capabilities: [[gpu]]'."""
     section = facts.section("nvidia-docker")
-    if expect.vendor != "nvidia" or not expect.gpus_per_node or section is None:
+    if expect.vendor != "nvidia" or not expect.gpus_per_node or expect.logical_gpus:
+        return []
+    if section is None:
         return []
     lines = _lines(section)
     hook = next((line for line in lines if line.startswith("/")), "")
@@ -1022,6 +1029,7 @@ def expect_from_json(
         live_jobs=live_jobs,
         image_id=raw.get("image_id") or image_id,
         container_memlock_unlimited=bool(raw.get("container_memlock_unlimited")),
+        logical_gpus=bool(raw.get("logical_gpus")),
     )
 
 

@@ -1,0 +1,49 @@
+"""hardware.logical_gpus: a GPU preset's job on a cluster without GPUs, said in the spec."""
+
+from __future__ import annotations
+
+import pytest
+
+from clusterctl.errors import SpecError
+from clusterctl.render.bundle import selftest_args
+from clusterctl.render.plan import docker_run_args, sbatch_directives
+from clusterctl.spec import load_spec
+from clusterctl.verify.expect import expect_json
+from clusterctl.verify.judges import SKIP, expect_from_json, judge_all
+from tests.conftest import ROOT
+from tests.test_verify import by_check, facts_of, gather_text, sections
+
+H800 = ROOT / "examples" / "openrlhf-70b-h800.yaml"
+
+
+def test_logical_gpus_reach_ray_and_the_self_test_but_not_slurm_or_docker() -> None:
+    spec = load_spec(H800, ["hardware.logical_gpus=8"]).spec
+    assert spec.slurm.gpus_per_node == 8 and spec.ray.num_gpus == 8
+    assert not [d for d in sbatch_directives(spec) if "gpu" in d]
+    args = docker_run_args(spec, {})
+    assert "--gpus" not in args and "--device" not in args
+    assert "--logical-gpus" in selftest_args(spec)
+    real = load_spec(H800).spec
+    assert "--gres=gpu:8" in sbatch_directives(real)
+    assert "--gpus" in docker_run_args(real, {})
+    assert "--logical-gpus" not in selftest_args(real)
+
+
+def test_preflight_skips_the_gpu_checks_saying_why() -> None:
+    spec = load_spec(H800, ["hardware.logical_gpus=8"]).spec
+    expect = expect_from_json(expect_json(spec), frozenset())
+    no_tool = sections("nvidia", **{"nvidia-gpus": (127, "")})
+    (gpus,) = by_check(judge_all(facts_of(gather_text("n1", no_tool)), expect), "n1", "gpus")
+    assert gpus.status == SKIP and "logical_gpus" in gpus.reason
+
+
+@pytest.mark.parametrize(
+    "sets, message",
+    [
+        (["hardware.preset=none", "hardware.logical_gpus=2"], "choose the preset"),
+        (["hardware.logical_gpus=2", "slurm.gpus_per_node=8"], "declares 2"),
+    ],
+)
+def test_logical_gpus_must_agree_with_the_rest(sets: list[str], message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        load_spec(ROOT / "examples" / "cpu-dev-cluster.yaml", sets)
