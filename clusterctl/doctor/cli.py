@@ -15,7 +15,9 @@ EXIT_CLEAN, EXIT_FOUND = 0, 1
 
 
 @click.command()
-@click.argument("logs", nargs=-1, type=click.Path(dir_okay=True, path_type=Path))
+# readable=False: an unreadable log is skipped with a note by the scan, not a usage error
+# that drops every other log (click.Path checks readability by default)
+@click.argument("logs", nargs=-1, type=click.Path(dir_okay=True, readable=False, path_type=Path))
 @click.option("--job", "job_id", help="Read every log of this SLURM job id (its log directory).")
 @click.option(
     "--logs-root",
