@@ -230,9 +230,12 @@ def docker_run_args(spec: JobSpec, env: dict[str, str]) -> list[str]:
     for group in c.group_add or []:
         args += ["--group-add", group]
     if not spec.hardware.logical_gpus:
+        # the GPU node's settings: docker --gpus, and the limits RDMA and the GPU runtime
+        # need (a dev cluster's engine may not be allowed to raise memlock: runc fails with
+        # "error setting rlimit type 8: operation not permitted" on this project's machine)
         args += list(preset.docker_gpu_flags)
-    for ulimit in preset.ulimits:
-        args += ["--ulimit", ulimit]
+        for ulimit in preset.ulimits:
+            args += ["--ulimit", ulimit]
     if preset.vendor == "amd":
         args += ["--cap-add", "SYS_PTRACE", "--security-opt", "seccomp=unconfined"]
     elif spec.watch.stall_seconds:

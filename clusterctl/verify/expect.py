@@ -25,7 +25,8 @@ def expectations(spec: JobSpec, live_jobs: frozenset[str] | None) -> Expect:
         live_jobs=live_jobs,
         image_id=c.image_id,
         image_reloads=c.pull == "load",
-        container_memlock_unlimited="memlock=-1" in preset.ulimits,
+        container_memlock_unlimited="memlock=-1" in preset.ulimits
+        and not spec.hardware.logical_gpus,
         logical_gpus=bool(spec.hardware.logical_gpus),
     )
 

@@ -6,6 +6,7 @@ call that needs a device is a named skip. The examples' own spec, only dev-clust
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,7 @@ DEV_CLUSTER = [
     "container.pull=never",
     "container.build=null",
     "container.mounts=[]",
+    "container.env_passthrough=[]",
     "network.fabric=ethernet",
     "network.hcas=[]",
     "network.gid_index=null",
@@ -58,8 +60,9 @@ def render_example(workdir: Path, example: str, *sets: str) -> Path:
 
 def test_verl_example_runs_its_gpu_branches_on_logical_gpus(tmp_path: Path) -> None:
     script = render_example(tmp_path, "verl-gsm8k-mi300x.yaml", "slurm.nodes=2")
-    text = script.read_text()
-    assert "--gpus-per-node" not in text and "/dev/kfd" not in text
+    header = [line for line in script.read_text().splitlines() if line.startswith("#SBATCH")]
+    assert header and not [line for line in header if "gpu" in line]
+    assert "CC_DEVICES=( )" in script.read_text()
     job, rc, _ = sbatch(tmp_path, script)
     log = job.log
     # preflight: the GPU checks are skipped, saying why
@@ -76,4 +79,32 @@ def test_verl_example_runs_its_gpu_branches_on_logical_gpus(tmp_path: Path) -> N
     # the workload is verl's trainer, which the dev image does not hold: it fails there
     assert rc != 0
     assert "phase=workload" in log and "phase=selftest" not in log, log
+    assert containers_of(job) == []
+
+
+def test_openrlhf_example_places_its_vllm_engines_on_logical_gpus(tmp_path: Path) -> None:
+    # the 70B example's shape at 2 GPUs per node: every role on 2 x 2 GPUs, colocated; 2 vLLM
+    # engines of TP 2 in OpenRLHF's one PACK group with the actor's
+    roles = [
+        f"workload.args.{role}.{key}=2"
+        for role in ("actor", "ref", "critic", "reward")
+        for key in ("num_nodes", "num_gpus_per_node")
+    ]
+    script = render_example(
+        tmp_path,
+        "openrlhf-70b-h800.yaml",
+        "slurm.nodes=2",
+        "slurm.gpu_request=gpus-per-node",
+        "slurm.gres_type=null",
+        *roles,
+        "workload.args.vllm.num_engines=2",
+        "workload.args.vllm.tensor_parallel_size=2",
+    )
+    job, rc, _ = sbatch(tmp_path, script)
+    log = job.log
+    assert "ray: all 2 nodes joined" in log
+    assert re.search(r"selftest: placement: .*PACK 4 x \{CPU: 1, GPU: 1\}", log), log
+    assert "engines sliced by" in log
+    assert "selftest: all-reduce skipped: no CUDA/HIP device in torch" in log
+    assert rc != 0 and "phase=workload" in log and "phase=selftest" not in log, log
     assert containers_of(job) == []
