@@ -111,9 +111,9 @@ def test_corpus_script_imports_validates_and_round_trips(path: Path) -> None:
     args = list(record_of(path).get("args") or [])  # type: ignore[call-overload]
     if name in REFUSED:
         with pytest.raises((ScriptError, ImportError_)):
-            import_script(path.read_bytes(), {"HOME": HOME}, args=args)
+            import_script(path.read_bytes(), {"HOME": HOME}, args=args, name=path.name)
         return
-    imported = import_script(path.read_bytes(), {"HOME": HOME}, args=args)
+    imported = import_script(path.read_bytes(), {"HOME": HOME}, args=args, name=path.name)
     loaded = load_spec_text(to_yaml(imported, name), name)  # schema + consistency
     refused = {r.id for r, _p, _m in _errors(loaded.spec)}
     assert refused == HAZARDS.get(name, set()), (name, refused)
@@ -269,6 +269,13 @@ def test_cli_import_writes_a_spec_that_validates(tmp_path: Path) -> None:
     assert "validate_config did not run" in result.output or "ran" in result.output
     again = runner.invoke(main, ["import", str(script), "-o", str(out)])
     assert again.exit_code == 2 and "exists" in again.output
+
+
+def test_hardware_comes_from_the_file_name_when_the_script_does_not_say() -> None:
+    script = CORPUS / "verl" / "tuning__70b__qwen2-70b_grpo_32_h20_fsdp_vllm.sh"
+    imported = import_script(script.read_bytes(), {"HOME": HOME}, name=script.name)
+    assert imported.spec["hardware"]["preset"] == "h20"
+    assert "file name" in imported.comments[("hardware", "preset")]
 
 
 def test_cli_import_refuses_an_unreadable_script_in_one_line(tmp_path: Path) -> None:

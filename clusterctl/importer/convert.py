@@ -145,13 +145,15 @@ def import_script(
     preset: str | None = None,
     image: str | None = None,
     args: list[str] | None = None,
+    name: str = "",
 ) -> Imported:
     """The spec a launch script says, as far as it can be read (``args``: the script's own
-    arguments, as it would be called)."""
+    arguments, as it would be called; ``name``: its file name, which often names the
+    hardware: run_qwen2-70b_grpo_32_h800.sh)."""
     script = read_script(source, env, args)
     call = find_trainer(script)
     if call is None and (other := find_other_launch(script)) is not None:
-        return _command_workload(script, other, preset, image)
+        return _command_workload(script, other, preset, image, name)
     if call is None:
         seen = sorted({c.argv[0] for c in script.commands})
         raise ImportError_(
@@ -169,7 +171,7 @@ def import_script(
         _openrlhf(call, out)
     _launcher(call, out)
     _environment(script, call, out)
-    _hardware(script, call, out, preset)
+    _hardware(script, name, out, preset)
     if out.get(("container", "image")) is None:
         out.put(
             ("container", "image"),
@@ -189,7 +191,7 @@ def import_script(
 
 
 def _command_workload(
-    script: Script, command: Command, preset: str | None, image: str | None
+    script: Script, command: Command, preset: str | None, image: str | None, name: str
 ) -> Imported:
     """torchrun / deepspeed / a python script: the argv as it is, run on one node."""
     out = Imported()
@@ -202,7 +204,7 @@ def _command_workload(
         f"{command.argv[0]} is not a Ray job: clusterctl runs it as a command in the head "
         "container once Ray is up; a multi-node torchrun/deepspeed rendezvous is not set up",
     )
-    _hardware(script, None, out, preset)
+    _hardware(script, name, out, preset)
     out.put(
         ("container", "image"),
         image or "trainer:latest",
@@ -444,11 +446,16 @@ def _environment(script: Script, call: TrainerCall, out: Imported) -> None:
 
 
 _AMD_MARKERS = re.compile(r"HIP_VISIBLE_DEVICES|ROCR_VISIBLE|rocm|MI300|mi300|RCCL_|amd", re.I)
+_PRESET_IN_NAME = re.compile(r"(?<![a-z0-9])(mi300x|mi250x|h100|h800|h200|h20|b200|a100)(?![0-9])")
 
 
-def _hardware(script: Script, call: object, out: Imported, preset: str | None) -> None:
+def _hardware(script: Script, name: str, out: Imported, preset: str | None) -> None:
     if preset is not None:
         out.put(("hardware", "preset"), preset, None, "given with --preset")
+        return
+    named = _PRESET_IN_NAME.search(name.lower())
+    if named:
+        out.put(("hardware", "preset"), named.group(1), None, f"from the file name {name}")
         return
     text = " ".join(" ".join(c.argv) for c in script.commands) + " ".join(script.variables)
     guess = "mi300x" if _AMD_MARKERS.search(text) else "h100"

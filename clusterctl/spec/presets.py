@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Vendor = Literal["amd", "nvidia", "none"]
-PresetName = Literal["mi300x", "mi250x", "h100", "h800", "a100", "none"]
+PresetName = Literal["mi300x", "mi250x", "h100", "h800", "h200", "h20", "b200", "a100", "none"]
 
 # Ray moved AMD GPU masking from ROCR_VISIBLE_DEVICES to HIP_VISIBLE_DEVICES in 2.45
 # (ray-project/ray#53737, verl #1399/#1471): the "do not touch visibility" switch follows it.
@@ -143,6 +143,12 @@ PRESETS: dict[str, Preset] = {
         **_NVIDIA,  # type: ignore[arg-type]
     ),
     "h800": Preset(name="h800", gpus_per_node=8, **_NVIDIA),  # type: ignore[arg-type]
+    # 8 GPUs a node: NVIDIA HGX H200 and HGX H20 (Hopper, the same container runtime, NCCL and
+    # visibility settings as H100), DGX B200 (Blackwell; x86_64 hosts). GB200 NVL72 is not a
+    # preset: 4 GPUs a compute tray on Grace (aarch64) hosts, which needs arm64 images.
+    "h200": Preset(name="h200", gpus_per_node=8, **_NVIDIA),  # type: ignore[arg-type]
+    "h20": Preset(name="h20", gpus_per_node=8, **_NVIDIA),  # type: ignore[arg-type]
+    "b200": Preset(name="b200", gpus_per_node=8, **_NVIDIA),  # type: ignore[arg-type]
     "a100": Preset(name="a100", gpus_per_node=8, **_NVIDIA),  # type: ignore[arg-type]
     "none": Preset(name="none", vendor="none", gpus_per_node=0),
 }
