@@ -366,6 +366,87 @@ SIGNATURES: tuple[Signature, ...] = (
         "slurm.exclusive; ray.*_port",
         "Ray gcs_client (session_name check); issue 9 (two jobs on the dev cluster)",
     ),
+    # ---- written from the upstream message formats (source files named), then scored on
+    # the held-out real logs of tests/fixtures/doctor/corpus (tests/test_doctor_corpus.py)
+    _sig(
+        "nccl-shm-exhausted",
+        r"Error while creating shared memory segment|Call to posix_fallocate failed|"
+        r"failed to extend /dev/shm/",
+        "NCCL could not create its shared-memory segment in /dev/shm",
+        "/dev/shm is too small: Docker gives a container 64 MB unless it runs with --ipc=host "
+        "or --shm-size",
+        "run the containers with --ipc=host (or a large --shm-size) and check df /dev/shm on "
+        "the hosts",
+        "clusterctl runs every container with --ipc=host; preflight warns when /dev/shm is "
+        "under 8 GiB",
+        "NCCL src/include/shm.h, src/misc/shmutils.cc (posix_fallocate, 'Error while creating "
+        "shared memory segment', 'failed to extend'); NVIDIA/nccl#342, #525",
+    ),
+    _sig(
+        "nccl-ib-completion-error",
+        r"NET/IB ?: Got completion (?:from peer \S+ )?with (?:error |status=(?:\w+\()?)"
+        r"(?P<status>\d+)",
+        "an RDMA work request between two nodes failed (ibv_wc_status {status})",
+        "status 12 is IBV_WC_RETRY_EXC_ERR: the peer never answered on the RDMA path; on RoCE "
+        "most often a wrong or mismatched GID index, else a link down or lossy fabric",
+        "set NCCL_IB_GID_INDEX to the RoCE v2 GID every node has (show_gids), check the ports "
+        "and the switch (PFC/ECN)",
+        "network.gid_index; preflight's gid and gid-kind checks compare the GIDs of all nodes",
+        "NCCL src/transport/net_ib.cc ('Got completion ... with error'); libibverbs "
+        "enum ibv_wc_status; NVIDIA/nccl#426",
+    ),
+    _sig(
+        "ib-memlock",
+        r"Call to ibv_reg_mr\S* failed.*Cannot allocate memory|"
+        r"ibv_reg_mr.*Cannot allocate memory",
+        "NCCL could not register memory with the RDMA device",
+        "the locked-memory limit (ulimit -l) of the process is too low for RDMA registration",
+        "run with memlock unlimited (docker --ulimit memlock=-1; limits.conf and slurmd's "
+        "LimitMEMLOCK on the hosts)",
+        "the GPU presets run containers with --ulimit memlock=-1; preflight checks memlock",
+        "NCCL src/misc/ibvwrap.cc ('Call to ibv_reg_mr failed'); NVIDIA/nccl-tests#206",
+    ),
+    _sig(
+        "nccl-no-socket-interface",
+        r"is neither AF_INET\(2\) nor AF_INET6\(10\)|Bootstrap ?: no socket interface found|"
+        r"No usable listening interface found|Socket creation failed : Address family not "
+        r"supported",
+        "NCCL found no usable network interface for its bootstrap",
+        "NCCL_SOCKET_IFNAME names an interface this host does not have (or none is usable)",
+        "set NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to an interface every node has",
+        "network.socket_ifname; preflight finds each node's address by the same rule",
+        "NCCL src/misc/socket.cc ('is neither AF_INET(%d) nor AF_INET6(%d)', 'No usable "
+        "listening interface found'), src/bootstrap.cc; NVIDIA/nccl#1837",
+    ),
+    _sig(
+        "gloo-connect-full-mesh",
+        r"Gloo connectFullMesh failed",
+        "gloo could not connect every pair of ranks",
+        "the ranks announced addresses the others cannot reach: GLOO_SOCKET_IFNAME unset or "
+        "wrong on a multi-NIC host",
+        "set GLOO_SOCKET_IFNAME to the interface the nodes share",
+        "network.socket_ifname sets GLOO_SOCKET_IFNAME too",
+        "PyTorch ProcessGroupGloo.cpp ('Gloo connectFullMesh failed'); sglang#3226",
+    ),
+    _sig(
+        "vllm-built-for-other-torch",
+        r"vllm/_C[^ :]*\.so: undefined symbol|Failed to import from vllm\._C",
+        "vLLM's compiled ops do not load",
+        "vLLM was built against another torch than the one installed (an ABI mismatch)",
+        "install the vLLM wheel built for the image's torch (pin torch to what that vLLM "
+        "requires)",
+        "versions.vllm / versions.torch; clusterctl validate --resolve-packages asks pip",
+        "vLLM vllm/_custom_ops.py ('Failed to import from vllm._C'); vllm#3147, #5501",
+    ),
+    _sig(
+        "amd-visibility-mismatch",
+        r"Please use either HIP_VISIBLE_DEVICES or CUDA_VISIBLE_DEVICES",
+        "Ray refuses different HIP_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES",
+        "both visibility variables are set, to different GPUs",
+        "set only one of them (or none, and let Ray assign GPUs)",
+        "rule amd-visibility-conflict; clusterctl sets the NOSET switch for versions.ray",
+        "Ray python/ray/_private/accelerators/amd_gpu.py; ray#52701",
+    ),
     _sig(
         "image-pull-denied",
         r"pull access denied|manifest unknown|manifest for .* not found",

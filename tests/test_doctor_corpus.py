@@ -1,0 +1,57 @@
+"""doctor on real failure logs from public issue threads whose cause the thread confirms
+(tests/fixtures/doctor/corpus, SOURCES.md there): judged by the cause it names, not by what
+matched. Clean logs of runs that succeeded, with noisy warnings, must give no finding."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from clusterctl.doctor.scan import scan_files
+from tests.conftest import ROOT
+
+CORPUS = ROOT / "tests" / "fixtures" / "doctor" / "corpus"
+CASES = json.loads((CORPUS / "cases.json").read_text())
+SIGNATURE_EXCERPTS = ROOT / "tests" / "fixtures" / "doctor" / "signatures"
+
+# Causes the doctor does not yet name, each a known gap (issue 28): a case that starts
+# passing fails here until it is taken off this list.
+KNOWN_MISSES = {
+    "amd-visibility__ray-46563-rocr-num-gpus-sees-all.log",  # Ray's GPU count, no error line
+    "iface__nccl-tests-219-different-ifnames-per-node.log",  # only NCCL's "internal error"
+    "pg-pending__scalingup-6-no-gpu-registered.log",  # autoscaler wording for no GPU node
+    "skew__llamafactory-6047-vllm-version-refused.log",  # a framework's own version check
+    "skew__vllm-611-activation-ops-undefined-symbol.log",  # an older vLLM ops module name
+}
+
+
+def diagnosis(path: Path) -> str:
+    """Everything the doctor says about a log: each finding's meaning, cause and fix."""
+    return "\n".join(" ".join(str(v) for v in hit.as_dict().values()) for hit in scan_files([path]))
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if not c["clean"]], ids=lambda c: str(c["file"]))
+def test_the_confirmed_cause_is_named(case: dict[str, object]) -> None:
+    said = diagnosis(CORPUS / str(case["file"]))
+    named = bool(said) and re.search(str(case["expect_cause_regex"]), said, re.I) is not None
+    assert named == (case["file"] not in KNOWN_MISSES), said or "no finding"
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c["clean"]], ids=lambda c: str(c["file"]))
+def test_a_clean_run_gives_no_finding(case: dict[str, object]) -> None:
+    assert diagnosis(CORPUS / str(case["file"])) == ""
+
+
+def test_score_and_what_was_held_out() -> None:
+    """The signatures were written from upstream message formats; some of their excerpts are
+    copies of corpus logs, so the corpus minus those is the held-out part."""
+    failures = [c for c in CASES if not c["clean"]]
+    excerpts = {p.read_bytes() for p in SIGNATURE_EXCERPTS.glob("*.log")}
+    held_out = [c for c in failures if (CORPUS / c["file"]).read_bytes() not in excerpts]
+    named = [c for c in failures if c["file"] not in KNOWN_MISSES]
+    named_held_out = [c for c in held_out if c["file"] not in KNOWN_MISSES]
+    assert len(failures) == 29 and len(held_out) == 22
+    assert (len(named), len(named_held_out)) == (24, 17)  # 83 % of all, 77 % held out
