@@ -455,3 +455,37 @@ def test_gpu_ranks_do_not_hold_the_gpus_the_placement_rehearsal_asks_for(
     )
     # this interpreter has no torch: the two GPU ranks started and said so
     assert "selftest: all-reduce skipped: torch is not installed in the image" in result.stdout
+
+
+def test_a_raising_or_silent_rank_is_named_and_no_traceback_escapes(ray_head: str) -> None:
+    """collect() on a real Ray head: a rank whose task raises is named with the exception's
+    type and last line, a rank that never answers is named as late, and the waiter goes on."""
+    script = f"""
+import json, sys, time
+sys.path.insert(0, {str(ROOT)!r})
+import ray
+from clusterctl.runtime.ray_wait import collect
+ray.init(address={ray_head!r}, logging_level="ERROR", log_to_driver=False)
+
+@ray.remote(num_cpus=0)
+def rank(what):
+    if what == "raise":
+        raise RuntimeError("NCCL error: unhandled system error\\nncclSystemError: boom")
+    if what == "hang":
+        time.sleep(60)
+    return "ok"
+
+refs = {{f"head1 rank {{i}}": rank.remote(w) for i, w in enumerate(["ok", "raise", "hang"])}}
+results, problems = collect(ray, refs, time.monotonic() + 5, "the allreduce")
+print(json.dumps({{"results": results, "problems": problems}}))
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["results"] == {"head1 rank 0": "ok"}
+    raised, late = sorted(found["problems"])
+    assert raised.startswith("node=head1 rank 1 failed the allreduce: ")
+    assert "ncclSystemError: boom" in raised
+    assert late == "node=head1 rank 2 did not finish the allreduce before the self-test's deadline"
