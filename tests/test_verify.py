@@ -42,8 +42,9 @@ AMD = Expect(
     live_jobs=frozenset({"4242"}),
 )
 NVIDIA = Expect(
-    vendor="nvidia", gpus_per_node=8, image="verl:cuda", fabric="ib", live_jobs=frozenset()
+    vendor="nvidia", gpus_per_node=1, image="verl:cuda", fabric="ib", live_jobs=frozenset()
 )
+H100 = "nvidia-smi-590.48.01-h100-80gb-hbm3"
 
 
 def fixture(name: str) -> str:
@@ -97,9 +98,10 @@ def sections(vendor: str, n: int = 1, **override: tuple[int, str]) -> dict[str, 
     else:
         base |= {
             "amd-smi-list": (127, ""),
-            "nvidia-gpus": (0, fixture("nvidia-gpus.csv")),
-            "nvidia-apps": (0, ""),
-            "nvidia-smi": (0, fixture("nvidia-smi-header.txt")),
+            # real H100 captures (tests/fixtures/verify/real/README.md): one GPU, idle apps
+            "nvidia-gpus": (0, fixture(f"real/{H100}-query-gpu-all-fields-csv-load.csv")),
+            "nvidia-apps": (0, fixture(f"real/{H100}-query-compute-apps-csv-idle.csv")),
+            "nvidia-smi": (0, fixture(f"real/{H100}-default-table-load.txt")),
         }
     return base | override
 
@@ -142,11 +144,11 @@ def test_healthy_nodes_pass(vendor: str, expect: Expect) -> None:
     # the one expected non-ok: an [N/A] ECC column on NVIDIA is "not supported", not an error
     assert [r for r in results if r.status in (FAIL, WARN)] == []
     gpus = by_check(results, "gpu-1", "gpus")[0]
-    model = "AMD Instinct MI300X" if vendor == "amd" else "NVIDIA H100 80GB HBM3"
-    assert gpus.status == OK and gpus.reason == f"8 GPUs ({model})"
+    count = "8 GPUs (AMD Instinct MI300X)" if vendor == "amd" else "1 GPUs (NVIDIA H100 80GB HBM3)"
+    assert gpus.status == OK and gpus.reason == count
     assert exit_status(results) == 0
     across = {r.check: r for r in results if r.node == "*"}
-    runtime = "ROCm 6.2.4-120" if vendor == "amd" else "CUDA 12.4"
+    runtime = "ROCm 6.2.4-120" if vendor == "amd" else "CUDA 13.1"
     assert runtime in across["runtime"].reason
     assert "on all 2 nodes" in across["driver"].reason
 
@@ -175,9 +177,9 @@ def test_amd_foreign_process_and_ecc_errors() -> None:
     results = judge_all(facts_of(gather_text("gpu-1", bad)), AMD)
     [procs] = by_check(results, "gpu-1", "gpu-processes")
     assert procs.status == FAIL
-    assert "GPU 3: pid 48213 (python3), 58368 MiB VRAM" in procs.reason
+    assert "GPU 3: pid 48213 (python3), 61440 MiB VRAM" in procs.reason
     [ecc] = by_check(results, "gpu-1", "gpu-ecc")
-    assert ecc.status == FAIL and "GPU 5: 3 uncorrectable" in ecc.reason
+    assert ecc.status == FAIL and "GPU 5: 2 uncorrectable" in ecc.reason
 
 
 def test_amd_newer_cli_shapes_are_read_too() -> None:
@@ -219,10 +221,26 @@ def test_amd_tool_missing_fails_and_rocm_smi_is_the_fallback() -> None:
 
 
 def test_nvidia_foreign_process_named_by_gpu_index() -> None:
-    bad = sections("nvidia", **{"nvidia-apps": (0, fixture("nvidia-apps-busy.csv"))})
+    busy = fixture(f"real/{H100}-query-compute-apps-csv-load.csv")
+    bad = sections("nvidia", **{"nvidia-apps": (0, busy)})
     results = judge_all(facts_of(gather_text("h100-3", bad)), NVIDIA)
     [procs] = by_check(results, "h100-3", "gpu-processes")
-    assert procs.status == FAIL and "GPU 3: pid 91244 (/usr/bin/python3), 70122 MiB" in procs.reason
+    assert (
+        procs.status == FAIL and "GPU 0: pid 11327 (/root/tools/memhog), 2566 MiB" in procs.reason
+    )
+
+
+def test_nvidia_mig_mode_is_named_with_its_fix() -> None:
+    # a real H100 with MIG enabled: utilization.gpu reads [N/A], mig.mode.current Enabled
+    mig = fixture(f"real/{H100}-mig-query-gpu-all-fields-csv-load.csv")
+    results = judge_all(
+        facts_of(gather_text("h100-m", sections("nvidia", **{"nvidia-gpus": (0, mig)}))), NVIDIA
+    )
+    [mode] = by_check(results, "h100-m", "gpu-mode")
+    assert mode.status == FAIL and "MIG is enabled on GPU 0" in mode.reason
+    assert "nvidia-smi -i N -mig 0" in mode.fix and not mode.drain
+    healthy = judge_all(facts_of(gather_text("h100-w", sections("nvidia"))), NVIDIA)
+    assert by_check(healthy, "h100-w", "gpu-mode") == []  # the same GPU, MIG disabled
 
 
 def test_mismatched_driver_and_runtime_name_the_odd_node() -> None:

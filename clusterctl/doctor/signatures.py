@@ -433,8 +433,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"vllm/_C[^ :]*\.so: undefined symbol|Failed to import from vllm\._C",
         "vLLM's compiled ops do not load",
         "vLLM was built against another torch than the one installed (an ABI mismatch)",
-        "install the vLLM wheel built for the image's torch (pin torch to what that vLLM "
-        "requires)",
+        "install the vLLM wheel built for the image's torch (pin torch to what that vLLM requires)",
         "versions.vllm / versions.torch; clusterctl validate --resolve-packages asks pip",
         "vLLM vllm/_custom_ops.py ('Failed to import from vllm._C'); vllm#3147, #5501",
     ),

@@ -209,6 +209,7 @@ class GpuInventory:
     ecc_errors: tuple[str, ...] = ()  # "GPU i: N uncorrectable"
     # checks whose section could not be read: check -> the tool's own words
     unread: tuple[tuple[str, str], ...] = ()
+    mig: tuple[str, ...] = ()  # indexes of GPUs in MIG mode (nvidia-smi mig.mode.current)
 
 
 @dataclass(frozen=True)
@@ -330,30 +331,52 @@ def _rocm_smi_inventory(facts: NodeFacts) -> GpuInventory | Unreadable | None:
     )
 
 
+def csv_rows(text: str) -> list[dict[str, str]]:
+    """nvidia-smi --format=csv: a header, then a row per GPU (or process); cells by column
+    name without the unit the header adds ("memory.used [MiB]" -> "memory.used") and the
+    value without its unit ("19818 MiB" -> "19818"); "[N/A]" stays as nvidia-smi prints it."""
+    import csv
+
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return []
+    reader = csv.reader(lines, skipinitialspace=True)
+    header = [re.sub(r"\s*\[.*\]$", "", cell.strip()) for cell in next(reader)]
+    rows = []
+    for cells in reader:
+        if len(cells) != len(header):
+            continue
+        values = [cell.strip() for cell in cells]
+        values = [v if v.startswith("[") else re.sub(r"\s+(MiB|%|W|MHz)$", "", v) for v in values]
+        rows.append(dict(zip(header, values)))  # noqa: B905 (runs on Python 3.8; lengths checked)
+    return rows
+
+
 def nvidia_inventory(facts: NodeFacts) -> GpuInventory | Unreadable | None:
-    """GPUs as nvidia-smi's query interface reports them; None when nvidia-smi is absent."""
+    """GPUs as nvidia-smi's query interface reports them (CSV, columns by name); None when
+    nvidia-smi is absent."""
     gpus = facts.section("nvidia-gpus")
     if gpus is None or gpus.rc == 127:
         return None
-    rows = [[c.strip() for c in line.split(",")] for line in gpus.text.splitlines() if line.strip()]
-    rows = [r for r in rows if len(r) >= 7 and r[0].isdigit()]
+    rows = [r for r in csv_rows(gpus.text) if r.get("index", "").isdigit() and r.get("uuid")]
     if gpus.rc != 0 or not rows:
         return Unreadable(
             "nvidia-smi",
             tool_words(gpus),
             "run `nvidia-smi` on the node as the job's user: the driver may not be loaded",
         )
-    names = {r[1]: r[0] for r in rows}  # uuid -> index
+    names = {r["uuid"]: r["index"] for r in rows}
     ecc = tuple(
-        f"GPU {r[0]}: {r[6]} uncorrectable ECC errors" for r in rows if r[6].isdigit() and int(r[6])
+        f"GPU {r['index']}: {r[ECC]} uncorrectable ECC errors"
+        for r in rows
+        if r.get(ECC, "").isdigit() and int(r[ECC])
     )
     foreign = []
     apps = facts.section("nvidia-apps")
-    for line in (apps.text if apps and apps.rc == 0 else "").splitlines():
-        cols = [c.strip() for c in line.split(",")]
-        if len(cols) >= 4:
-            gpu = names.get(cols[0], cols[0])
-            foreign.append(f"GPU {gpu}: pid {cols[1]} ({cols[2]}), {cols[3]} MiB")
+    for app in csv_rows(apps.text if apps and apps.rc == 0 else ""):
+        gpu = names.get(app.get("gpu_uuid", ""), app.get("gpu_uuid", "?"))
+        memory = app.get("used_gpu_memory", app.get("used_memory", "?"))
+        foreign.append(f"GPU {gpu}: pid {app.get('pid')} ({app.get('process_name')}), {memory} MiB")
     apps_failed = apps is not None and apps.rc not in (0, 127)
     unread = (("gpu-processes", tool_words(apps)),) if apps_failed else ()
     header = facts.section("nvidia-smi")
@@ -361,13 +384,17 @@ def nvidia_inventory(facts: NodeFacts) -> GpuInventory | Unreadable | None:
     return GpuInventory(
         "nvidia-smi",
         len(rows),
-        tuple(r[2] for r in rows),
-        ",".join(sorted({r[3] for r in rows})),
+        tuple(r.get("name", "?") for r in rows),
+        ",".join(sorted({r.get("driver_version", "") for r in rows})),
         cuda.group(1) if cuda else "",
         tuple(foreign),
         ecc,
         unread,
+        tuple(r["index"] for r in rows if r.get("mig.mode.current") == "Enabled"),
     )
+
+
+ECC = "ecc.errors.uncorrected.volatile.total"
 
 
 def _text(section: Section | None) -> str:
@@ -410,6 +437,20 @@ def judge_gpus(facts: NodeFacts, expect: Expect) -> list[Result]:
     else:
         models = ", ".join(sorted(set(inv.models))) or "model unknown"
         out.append(Result(n, "gpus", OK, f"{inv.count} GPUs ({models})"))
+    if inv.mig:
+        # a MIG-enabled GPU runs no CUDA work as a whole GPU: the job's ranks (one per GPU)
+        # and NCCL need whole GPUs; the operator chose the mode, so it is not drained for it
+        out.append(
+            Result(
+                n,
+                "gpu-mode",
+                FAIL,
+                f"MIG is enabled on GPU {', '.join(inv.mig)} ({len(inv.mig)} of {inv.count} "
+                "physical GPUs): training needs whole GPUs",
+                "disable MIG: `nvidia-smi -i N -mig 0` for each, then reset the GPU "
+                "(`nvidia-smi -i N -r`) or reboot; or run on nodes without MIG",
+            )
+        )
     unread = dict(inv.unread)
     if "gpu-processes" in unread:
         out.append(
