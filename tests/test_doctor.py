@@ -33,6 +33,23 @@ def test_signature_is_found_in_its_excerpt(sig_id: str) -> None:
     assert "{" not in str(d["meaning"]) + str(d["cause"])  # placeholders were filled
 
 
+def test_which_excerpts_are_real_lines() -> None:
+    """The excerpts copied from real failure logs (signatures/README.md) are byte for byte a
+    log of the corpus, whose source is cited; the others are written lines (issue 28)."""
+    corpus = {p.read_bytes() for p in (FIXTURES / "corpus").glob("*.log")}
+    real = {p.stem for p in (FIXTURES / "signatures").glob("*.log") if p.read_bytes() in corpus}
+    assert real == {
+        "nccl-shm-exhausted",
+        "nccl-ib-completion-error",
+        "ib-memlock",
+        "nccl-no-socket-interface",
+        "gloo-connect-full-mesh",
+        "vllm-built-for-other-torch",
+        "amd-visibility-mismatch",
+    }
+    assert len(IDS) - len(real) == 35  # still written lines
+
+
 def test_excerpts_do_not_cross_trigger_many_signatures() -> None:
     for path in sorted((FIXTURES / "signatures").glob("*.log")):
         found = {h.signature.id for h in scan_files([path])}

@@ -20,6 +20,10 @@ from tests.conftest import ROOT, run_cli
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("dev_cluster")]
 CPU_EXAMPLE = ROOT / "examples" / "cpu-dev-cluster.yaml"
+# A failing job must end on its own deadlines, not at the time limit: a generous bound that only
+# a hang exceeds (how fast it ends is measured in benchmarks/, never asserted here).
+FAIL_FAST_DEADLINE = 240
+
 FAIL_LINE = re.compile(r"clusterctl: FAIL node=(\S+) phase=(\S+): (.*)")
 
 
@@ -183,7 +187,7 @@ def test_missing_image_on_one_node_fails_in_preflight(tmp_path: Path, node3_engi
     assert cause == (
         "image clusterctl/dev:latest is not present on this node and container.pull is never"
     )
-    assert elapsed < 60
+    assert elapsed < FAIL_FAST_DEADLINE
     assert containers_of(job) == [] and containers_of(job, node3_engine) == []
     assert "containers" not in [e["phase"] for e in job.timeline()]  # nothing was started
 
@@ -198,7 +202,7 @@ def test_dead_docker_daemon_on_one_node_fails_in_preflight(tmp_path: Path) -> No
     node, phase, cause = job.first_failure()
     assert (node, phase) == ("node2", "preflight")
     assert cause.startswith("docker daemon not reachable:")
-    assert elapsed < 60 and containers_of(job) == []
+    assert elapsed < FAIL_FAST_DEADLINE and containers_of(job) == []
 
 
 def test_preflight_judges_fail_the_job_naming_the_node_whose_port_is_taken(
@@ -215,7 +219,7 @@ def test_preflight_judges_fail_the_job_naming_the_node_whose_port_is_taken(
     node, phase, cause = job.first_failure()
     assert (node, phase) == ("node1", "preflight")
     assert cause.startswith(f"ports: ports in use: {port}")
-    assert elapsed < 60
+    assert elapsed < FAIL_FAST_DEADLINE
     assert "containers" not in [e["phase"] for e in job.timeline()]  # nothing was started
 
 
@@ -231,7 +235,7 @@ def test_a_node_with_another_image_under_the_same_tag_fails_preflight(
     node, phase, cause = job.first_failure()
     assert (node, phase) == ("node3", "preflight")
     assert cause.startswith(f"image-digest: image {other}, other nodes sha256:")
-    assert elapsed < 60
+    assert elapsed < FAIL_FAST_DEADLINE
     assert "containers" not in [e["phase"] for e in job.timeline()]
     assert containers_of(job) == [] and containers_of(job, node3_engine) == []
 
@@ -258,7 +262,7 @@ def test_selftest_stops_the_job_on_a_placement_that_cannot_fit_and_a_slow_fabric
         job.log,
     )
     assert "workload" not in [e["phase"] for e in job.timeline()]
-    assert elapsed < 120
+    assert elapsed < FAIL_FAST_DEADLINE
     assert containers_of(job) == []
 
 
@@ -521,7 +525,7 @@ def test_time_limit_cleans_up_before_slurm_kills(tmp_path: Path) -> None:
     node, _, cause = job.first_failure()
     assert node == "node1"
     assert cause == "time limit: SLURM's warning, 40s before the limit (slurm.signal_grace)"
-    assert elapsed < 150
+    assert elapsed < FAIL_FAST_DEADLINE
     assert containers_of(job) == []
 
 

@@ -21,7 +21,15 @@ import pytest
 from clusterctl.devcluster import cluster
 from clusterctl.devcluster.sshd import LoopbackSshd, start_loopback_sshd
 from tests.conftest import run_cli
-from tests.e2e.test_jobs import CPU_EXAMPLE, Job, containers_of, finish, render, sbatch
+from tests.e2e.test_jobs import (
+    CPU_EXAMPLE,
+    FAIL_FAST_DEADLINE,
+    Job,
+    containers_of,
+    finish,
+    render,
+    sbatch,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("dev_cluster")]
 CLUSTERCTL = str(Path(sys.executable).parent / "clusterctl")  # the console script itself
@@ -61,7 +69,7 @@ def test_a_pinned_image_id_fails_the_node_holding_another_image_under_the_tag(
     assert cause.startswith(
         f"image: {cluster.DEV_IMAGE} here is {stale[:19]}, the job's is {good[:19]}"
     )
-    assert elapsed < 60
+    assert elapsed < FAIL_FAST_DEADLINE
     assert "containers" not in [e["phase"] for e in job.timeline()]
 
 
