@@ -42,11 +42,6 @@ ROUND_TRIP_GAPS = {
     "verl/gspo_trainer__run_qwen30b_gspo.sh": "gives --config-name in a variable expanded "
     "inside a branch the import reads as written",
     **{
-        f"openrlhf/{n}.sh": "its arguments come from `read -r -d '' VAR <<EOF` (a heredoc), "
-        "which the import does not read yet"
-        for n in ("train_dpo_llama", "train_rm", "train_sft", "train_sft_mixtral_lora")
-    },
-    **{
         f"verl/grpo_trainer__run_qwen2-7b_math{n}_trtllm.sh": "max_num_seqs is set in both "
         "branches of an if; the import reads branches as written, bash runs one"
         for n in ("", "_megatron")
@@ -210,6 +205,18 @@ def test_reader_keeps_unresolved_text_whole_through_word_splitting() -> None:
     (command,) = script.commands
     assert command.argv[3:] == ['name=run-$(date "+%Y %m")', "$UNSET", "x"]
     assert '$(date "+%Y %m")' in command.unresolved and "$UNSET" in command.unresolved
+
+
+def test_reader_reads_arguments_from_a_here_document() -> None:
+    # OpenRLHF's train_sft.sh: read -r -d '' training_commands <<EOF ... EOF
+    script = read_script(
+        "read -r -d '' cmds <<EOF\n   --a 1 \\\n   --b $HOME/x\nEOF\n"
+        "read -r first <<'EOF'\n$kept literal\nsecond line\nEOF\n"
+        "deepspeed --module $cmds $first\n",
+        env={"HOME": "/h"},
+    )
+    (command,) = script.commands
+    assert command.argv == ["deepspeed", "--module", "--a", "1", "--b", "/h/x", "$kept", "literal"]
 
 
 def test_reader_refuses_what_bash_refuses() -> None:

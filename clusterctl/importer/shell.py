@@ -127,6 +127,8 @@ class _Reader:
             self.declare(node)
         elif kind == "command":
             self.command(node, conditional)
+        elif kind == "redirected_statement" and self.heredoc_read(node):
+            return
         elif kind in ("redirected_statement", "negated_command", "subshell"):
             for child in node.named_children:
                 if child.type not in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
@@ -154,6 +156,31 @@ class _Reader:
             return
         else:
             self.note(node, f"{kind.replace('_', ' ')} not read")
+
+    def heredoc_read(self, node: Node) -> bool:
+        """`read [-r] [-d ''] VAR <<EOF ... EOF`: VAR gets the here-document (all of it with
+        -d '', else its first line), expanded as bash expands an unquoted one. True when
+        NODE was such a read."""
+        body = node.child_by_field_name("body")
+        heredoc = next((c for c in node.named_children if c.type == "heredoc_redirect"), None)
+        if body is None or heredoc is None or body.type != "command":
+            return False
+        argv = [self.text(c) for c in body.named_children]
+        if not argv or argv[0] != "read" or len(argv) < 2:
+            return False
+        text_node = next((c for c in heredoc.named_children if c.type == "heredoc_body"), None)
+        start = next((c for c in heredoc.named_children if c.type == "heredoc_start"), None)
+        if text_node is None:
+            return False
+        if start is not None and self.text(start)[:1] in "'\"\\":
+            text = self.text(text_node)  # a quoted delimiter: nothing is expanded
+        else:
+            text = "".join(p.text for p in self.string_pieces(text_node, heredoc=True))
+        whole = any(a.startswith("-d") for a in argv[1:])  # -d '': up to NUL, i.e. all of it
+        value = text if whole else text.split("\n", 1)[0]
+        name = argv[-1]
+        self.script.variables[name] = Variable(value.strip(), self.line(node))
+        return True
 
     def comment(self, node: Node) -> None:
         text = self.text(node)
@@ -341,14 +368,15 @@ class _Reader:
             return [_Piece(self.text(node), False)]
         return [self.keep(node)]
 
-    def string_pieces(self, node: Node) -> Iterator[_Piece]:
-        """A double-quoted string: the text between its expansions, with \\ escapes."""
-        cursor = node.start_byte + 1
-        end = node.end_byte - 1
+    def string_pieces(self, node: Node, heredoc: bool = False) -> Iterator[_Piece]:
+        """A double-quoted string (or an unquoted here-document's body): the text between its
+        expansions, with \\ escapes."""
+        cursor = node.start_byte + (0 if heredoc else 1)
+        end = node.end_byte - (0 if heredoc else 1)
         for child in node.named_children:
             if child.start_byte > cursor:
                 yield _Piece(self.dquote(self.source[cursor : child.start_byte]), False)
-            if child.type == "string_content":
+            if child.type in ("string_content", "heredoc_content"):
                 yield _Piece(self.dquote(self.source[child.start_byte : child.end_byte]), False)
             else:
                 yield _Piece("".join(p.text for p in self.pieces(child)), False)
