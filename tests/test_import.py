@@ -14,7 +14,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from clusterctl.cli import main
 from clusterctl.importer.convert import ImportError_, import_script, to_yaml
 from clusterctl.importer.shell import ScriptError, read_script
-from clusterctl.lint.registry import run_rules
+from clusterctl.lint import rules as _rules  # noqa: F401  (registers the rules)
+from clusterctl.lint.registry import RULES, run_rules
 from clusterctl.render.plan import openrlhf_args, verl_argv
 from clusterctl.spec.loader import load_spec_text
 from clusterctl.spec.models import CommandWorkload, OpenRLHFWorkload, VerlWorkload
@@ -153,6 +154,7 @@ def _errors(spec: object) -> list[tuple[object, object, str]]:
 
 
 def test_corpus_is_the_whole_of_both_folders() -> None:
+    assert len(RULES) >= 20  # the rules that judge the imported specs are registered
     sources = (CORPUS / "SOURCES.md").read_text()
     assert "b178a3cd56f58b2d502255daba591e92833930a7" in sources
     assert "3c3be6234e0cb353e76bb8019947db9dfe99fca7" in sources
@@ -252,6 +254,20 @@ def test_verl_values_are_typed_by_hydra_and_allocation_goes_to_slurm() -> None:
     assert "abc" not in text  # the secret is never written
     loaded = load_spec_text(text, "run.sh")
     assert loaded.spec.workload.overrides["actor_rollout_ref.actor.optim.lr"] == 1e-6  # type: ignore[union-attr]
+
+
+def test_ray_job_submit_runtime_env_becomes_the_workloads() -> None:
+    imported = import_script(
+        "ray job submit --address=http://127.0.0.1:8265 --working-dir . --no-wait "
+        '--runtime-env-json=\'{"env_vars": {"VLLM_USE_V1": "1"}}\' -- '
+        "python3 -m verl.trainer.main_ppo trainer.total_epochs=1\n"
+    )
+    assert imported.spec["workload"]["runtime_env"] == {
+        "working_dir": ".",
+        "env_vars": {"VLLM_USE_V1": "1"},
+    }
+    why = " ".join(w for _line, w in imported.unmapped)
+    assert "--no-wait" in why and "--address" in why
 
 
 def test_openrlhf_wandb_key_becomes_passthrough() -> None:

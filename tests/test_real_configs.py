@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from clusterctl.errors import SpecError
+from clusterctl.lint import rules as _rules  # noqa: F401  (registers the rules)
 from clusterctl.lint.registry import run_rules
 from clusterctl.render.plan import openrlhf_args, verl_argv
 from clusterctl.spec import load_spec
@@ -106,3 +107,34 @@ def test_verl_image_tags_are_read_as_verl_names_them() -> None:
 )
 def test_yaml_scalars_read_as_yaml_1_2_core_schema(text: str, value: object) -> None:
     assert parse_yaml(f"v: {text}", "<t>")[0]["v"] == value
+
+
+def test_verl_with_a_runtime_env_is_submitted_as_verls_docs_submit_it() -> None:
+    from clusterctl.render import render_bundle
+    from clusterctl.render.plan import build_plan
+
+    sets = ["workload.runtime_env={working_dir: /workspace, env_vars: {VLLM_USE_V1: '1'}}"]
+    spec = load_spec(VERL, [*sets, "slurm.checkpoint_grace=0"]).spec
+    plan = build_plan(spec)
+    assert plan.job_submit_args is not None
+    assert '"working_dir": "/workspace"' in plan.job_submit_args[-1]
+    script = render_bundle(spec).files["job.sbatch"].content
+    assert "CC_JOB_SUBMIT='1'" in script or "CC_JOB_SUBMIT=1" in script
+    assert build_plan(load_spec(VERL, ["slurm.checkpoint_grace=0"]).spec).job_submit_args is None
+    # verl learns its checkpoint deadline from its environment, which a submitted job lacks
+    with pytest.raises(SpecError, match="ray job submit does not get"):
+        load_spec(VERL, sets)
+
+
+def test_sidecars_are_rendered_and_judged() -> None:
+    from clusterctl.render import render_bundle
+
+    sidecar = "{name: rm, command: [python3, -m, sglang.launch_server], ready_port: 30000}"
+    spec = load_spec(VERL, [f"sidecars=[{sidecar}]"]).spec
+    script = render_bundle(spec).files["job.sbatch"].content
+    assert "CC_SIDECAR_0=( 'python3' '-m' 'sglang.launch_server' )" in script
+    assert "CC_SIDECAR_PORTS=( 30000 )" in script
+    with pytest.raises(SpecError, match="another sidecar is named rm"):
+        load_spec(VERL, [f"sidecars=[{sidecar}, {sidecar}]"])
+    token = "{name: x, command: 'serve --key hf_" + "a" * 34 + "'}"
+    assert fired(VERL, [f"sidecars=[{token}]"])["literal-secret"] == "error"

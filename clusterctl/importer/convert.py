@@ -407,15 +407,43 @@ def _launcher(call: TrainerCall, out: Imported) -> None:
     if not words:
         return
     if words[:3] == ["ray", "job", "submit"]:
-        for word in words[3:]:
-            if word.startswith(("--runtime-env", "--working-dir")):
-                out.skip(
-                    line,
-                    f"ray job submit {word}: the trainer runs in the head container; its "
-                    "files and environment come from the image and container.env",
-                )
+        _job_submit_options(words[3:], line, out)
         return
     out.skip(line, f"{' '.join(words)}: clusterctl launches the trainer in the head container")
+
+
+def _job_submit_options(words: list[str], line: int, out: Imported) -> None:
+    """`ray job submit` options (Ray's job CLI): the runtime env becomes workload.runtime_env;
+    the address, the submission id and --no-wait are clusterctl's."""
+    runtime_env: dict[str, Any] = dict(out.get(("workload", "runtime_env")) or {})
+    i = 0
+    while i < len(words) and words[i] != "--":
+        word = words[i]
+        name, sep, value = word.partition("=")
+        takes_value = name in ("--runtime-env-json", "--working-dir", "--runtime-env")
+        if takes_value and not sep and i + 1 < len(words):
+            value, i = words[i + 1], i + 1
+        if name == "--runtime-env-json":
+            try:
+                parsed = json.loads(value)
+            except ValueError as exc:
+                out.skip(line, f"--runtime-env-json is not JSON ({exc}): not mapped")
+            else:
+                if isinstance(parsed, dict):
+                    runtime_env.update(parsed)
+        elif name == "--working-dir":
+            runtime_env["working_dir"] = value
+        elif name == "--runtime-env":
+            out.skip(
+                line,
+                f"--runtime-env {value}: the file is not read here; copy what it sets into "
+                "workload.runtime_env",
+            )
+        else:
+            out.skip(line, f"ray job submit {word}: clusterctl submits to its own Ray head")
+        i += 1
+    if runtime_env:
+        out.put(("workload", "runtime_env"), runtime_env, line)
 
 
 def _environment(script: Script, call: TrainerCall, out: Imported) -> None:

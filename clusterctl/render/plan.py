@@ -162,7 +162,7 @@ def _argument(value: OverrideValue) -> str:
     return _scalar(value)
 
 
-def job_submit_args(spec: JobSpec, wl: OpenRLHFWorkload) -> list[str]:
+def job_submit_args(spec: JobSpec, wl: OpenRLHFWorkload | VerlWorkload) -> list[str]:
     """Options for ``ray job submit`` (the dashboard address and submission id come at run
     time). With a checkpoint window, Ray's job supervisor waits that long between its SIGTERM
     and SIGKILL on `ray job stop` (RAY_JOB_STOP_WAIT_TIME_S, read from the job's runtime_env
@@ -287,6 +287,7 @@ def build_plan(spec: JobSpec) -> JobPlan:
     submit: list[str] | None = None
     if isinstance(wl, VerlWorkload):
         argv = verl_argv(spec, wl)
+        submit = job_submit_args(spec, wl) if wl.runtime_env else None
     elif isinstance(wl, OpenRLHFWorkload):
         argv = ["python3", "-m", wl.entrypoint, *openrlhf_args(wl)]
         submit = job_submit_args(spec, wl)

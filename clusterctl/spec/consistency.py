@@ -153,6 +153,16 @@ def _verl(spec: JobSpec) -> list[tuple[FieldPath, str]]:
     if not isinstance(wl, VerlWorkload):
         return []
     out: list[tuple[FieldPath, str]] = []
+    if wl.runtime_env and spec.slurm.checkpoint_grace:
+        out.append(
+            (
+                ("workload", "runtime_env"),
+                "verl learns the stop time for its checkpoint from its environment "
+                "(MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP), which a job submitted with "
+                "ray job submit does not get: drop workload.runtime_env or "
+                "slurm.checkpoint_grace",
+            )
+        )
     owned = {
         "trainer.nnodes": spec.slurm.nodes,
         "trainer.n_gpus_per_node": spec.slurm.gpus_per_node or 0,
@@ -334,6 +344,13 @@ def check_consistency(spec: JobSpec) -> list[tuple[FieldPath, str]]:
                 )
             )
         targets.setdefault(mount.target, i)
+    seen_sidecars: set[str] = set()
+    for i, sidecar in enumerate(spec.sidecars):
+        if sidecar.name in seen_sidecars:
+            out.append((("sidecars", i, "name"), f"another sidecar is named {sidecar.name}"))
+        seen_sidecars.add(sidecar.name)
+        if not sidecar.command:
+            out.append((("sidecars", i, "command"), "the command is empty"))
     wl = spec.workload
     if wl.framework == "command" and not wl.command:
         out.append((("workload", "command"), "the command is empty"))

@@ -483,6 +483,12 @@ class VerlWorkload(Section):
         "dicts); trainer.nnodes and trainer.n_gpus_per_node default to the slurm section "
         "(set them lower when another resource pool, e.g. a reward model's, takes the rest)",
     )
+    runtime_env: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Ray runtime_env (working_dir, env_vars, py_executable, ...): when set, "
+        "the trainer is submitted with ray job submit --runtime-env-json, as verl's docs "
+        "submit it; unset: it runs directly in the head container",
+    )
 
 
 class OpenRLHFWorkload(Section):
@@ -579,6 +585,26 @@ class ResumeSpec(Section):
     )
 
 
+class SidecarSpec(Section):
+    """A process beside the trainer, outside Ray: a generative reward server, an LLM judge."""
+
+    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,32}$")] = Field(
+        description="names its log (sidecar-NAME.log) and its FAIL lines"
+    )
+    command: str | list[str] = Field(
+        description="run in the head container before the workload: a string under bash -c, "
+        "a list as the argv"
+    )
+    ready_port: Port | None = Field(
+        None,
+        description="the workload starts once something listens on this port of the head "
+        "node; unset: once the process runs",
+    )
+    ready_deadline: int = Field(
+        600, ge=5, le=7200, description="seconds for the sidecar to be ready (model loading)"
+    )
+
+
 class LogsSpec(Section):
     dir: Annotated[str, StringConstraints(pattern=r"^[^\x00\n]+$")] = Field(
         "clusterctl-logs", description="log root (relative to the submit directory)"
@@ -612,6 +638,11 @@ class JobSpec(Section):
     watch: WatchSpec = Field(default_factory=WatchSpec)
     resume: ResumeSpec = Field(default_factory=ResumeSpec)
     workload: Workload
+    sidecars: list[SidecarSpec] = Field(
+        default_factory=list,
+        description="processes beside the trainer, outside Ray (a reward server, an LLM "
+        "judge), started in the head container and ready before the workload starts",
+    )
     logs: LogsSpec = Field(default_factory=LogsSpec)
     lint: LintSpec = Field(default_factory=LintSpec)
 

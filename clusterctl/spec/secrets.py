@@ -79,13 +79,17 @@ def job_values(spec: JobSpec) -> Iterator[tuple[FieldPath, str, str]]:
     for name, value in spec.container.env.items():
         if (text := _text(value)) is not None:
             yield ("container", "env", name), name, text
+    for i, sidecar in enumerate(spec.sidecars):
+        for word in [sidecar.command] if isinstance(sidecar.command, str) else sidecar.command:
+            yield ("sidecars", i, "command"), "command", word
     wl = spec.workload
-    if isinstance(wl, OpenRLHFWorkload):
+    if isinstance(wl, (OpenRLHFWorkload, VerlWorkload)):
         env_vars = wl.runtime_env.get("env_vars")
         if isinstance(env_vars, dict):
             for name, value in env_vars.items():
                 if (text := _text(value)) is not None:
                     yield ("workload", "runtime_env", "env_vars", name), str(name), text
+    if isinstance(wl, OpenRLHFWorkload):
         for name, arg in wl.args.items():
             for item in arg if isinstance(arg, list) else [arg]:
                 if (text := _text(item)) is not None:
@@ -114,8 +118,9 @@ def literal_secrets(spec: JobSpec) -> Iterator[tuple[FieldPath, str]]:
 def unexpanded_references(spec: JobSpec) -> Iterator[tuple[FieldPath, str]]:
     """(path, message) for values holding $NAME, which docker and Ray pass on literally."""
     for path, _name, text in job_values(spec):
-        if path[:2] == ("workload", "overrides") or path[:2] == ("workload", "args"):
-            continue  # a framework argument may mean a literal $ (Hydra: ${...} interpolation)
+        if path[:2] in (("workload", "overrides"), ("workload", "args")) or path[0] == "sidecars":
+            continue  # a framework argument may mean a literal $ (Hydra: ${...} interpolation);
+            # a sidecar's command runs under bash in the container, which expands it
         found = _REFERENCE.search(text)
         if found:
             ref = found.group(1).strip("{}")

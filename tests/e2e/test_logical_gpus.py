@@ -108,3 +108,20 @@ def test_openrlhf_example_places_its_vllm_engines_on_logical_gpus(tmp_path: Path
     assert "selftest: all-reduce skipped: no CUDA/HIP device in torch" in log
     assert rc != 0 and "phase=workload" in log and "phase=selftest" not in log, log
     assert containers_of(job) == []
+
+
+def test_verl_with_a_runtime_env_goes_through_ray_job_submit(tmp_path: Path) -> None:
+    script = render_example(
+        tmp_path,
+        "verl-gsm8k-mi300x.yaml",
+        "slurm.nodes=2",
+        "selftest.enabled=false",
+        "workload.runtime_env={env_vars: {CLUSTERCTL_E2E: submitted}}",
+    )
+    job, rc, _ = sbatch(tmp_path, script)
+    workload = (job.log_dir / "workload.log").read_text()
+    # Ray's job CLI submitted it to the job's own head, and the driver ran there (and found no
+    # verl in the dev image)
+    assert f"clusterctl-{job.job_id}-" in workload and "No module named" in workload, workload
+    assert rc != 0 and "phase=workload" in job.log
+    assert containers_of(job) == []
