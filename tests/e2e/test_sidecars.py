@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -26,7 +27,10 @@ def test_the_workload_starts_once_its_sidecar_listens(tmp_path: Path) -> None:
         f"print('judge answered', urllib.request.urlopen('http://127.0.0.1:{port}/').status)\""
     )
     script = render(
-        tmp_path, "slurm.nodes=2", f"sidecars=[{sidecar}]", f"workload.command={workload!r}"
+        tmp_path,
+        "slurm.nodes=2",
+        f"sidecars=[{sidecar}]",
+        f"workload.command={json.dumps(workload)}",
     )
     job, rc, _ = sbatch(tmp_path, script)
     assert rc == 0, job.log
