@@ -270,6 +270,12 @@ def test_ray_job_submit_runtime_env_becomes_the_workloads() -> None:
     assert "--no-wait" in why and "--address" in why
 
 
+def test_uv_run_becomes_the_runtime_envs_py_executable() -> None:
+    imported = import_script("uv run --isolated python3 -m verl.trainer.main_ppo a.b=1\n")
+    assert imported.spec["workload"]["runtime_env"] == {"py_executable": "uv run --isolated"}
+    assert imported.spec["workload"]["overrides"] == {"a.b": 1}
+
+
 def test_openrlhf_wandb_key_becomes_passthrough() -> None:
     imported = import_script(
         "ray job submit --address=http://127.0.0.1:8265 --runtime-env-json='{}' -- "

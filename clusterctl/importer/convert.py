@@ -407,9 +407,18 @@ def _launcher(call: TrainerCall, out: Imported) -> None:
     if not words:
         return
     if words[:3] == ["ray", "job", "submit"]:
-        _job_submit_options(words[3:], line, out)
+        submit = words[3:]
+        _job_submit_options(submit[: submit.index("--")] if "--" in submit else submit, line, out)
+        words = submit[submit.index("--") + 1 :] if "--" in submit else []
+    if words[:2] == ["uv", "run"]:
+        # the driver and Ray's workers run under uv: Ray's runtime_env py_executable (Ray
+        # docs, "Using uv for package management"), so the trainer goes through ray job submit
+        runtime_env = dict(out.get(("workload", "runtime_env")) or {})
+        runtime_env["py_executable"] = " ".join(words)
+        out.put(("workload", "runtime_env"), runtime_env, line, "from the uv run launcher")
         return
-    out.skip(line, f"{' '.join(words)}: clusterctl launches the trainer in the head container")
+    if words:
+        out.skip(line, f"{' '.join(words)}: clusterctl launches the trainer in the head container")
 
 
 def _job_submit_options(words: list[str], line: int, out: Imported) -> None:
