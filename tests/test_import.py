@@ -31,8 +31,6 @@ REFUSED = {
     "openrlhf/docker_run.sh": "starts a container; runs no trainer",
     "openrlhf/nvidia_docker_install.sh": "installs the NVIDIA container toolkit; no trainer",
     "openrlhf/ckpt_ds_zero_to_universal.sh": "converts a checkpoint; no trainer",
-    "openrlhf/train_nonrl_slurm.sh": "its trainer is inside `srun bash -c` in a file it "
-    "sources (./train_dpo_llama.sh): the import does not read nested scripts",
     "verl/grpo_trainer__run_deepseek671b_math_megatron_80gb.sh": "a template: "
     "`model.path=<path_to_dsv3_config>` is refused by Hydra's own override parser",
     "verl/grpo_trainer__run_qwen3_4b_grpo_vllm_1k_npu.sh": "an upstream typo "
@@ -49,6 +47,8 @@ ROUND_TRIP_GAPS = {
     },
     "verl/sft__vlm__run_qwen3_vl_2b.sh": "the torchrun argv differs from the recorded one "
     "(not yet explained)",
+    "openrlhf/train_nonrl_slurm.sh": "its arguments come from ./train_dpo_llama.sh, which the "
+    "import reads beside the script and the recording did not find in its working directory",
     "verl/slurm__ray_on_slurm.slurm": "trainer.n_gpus_per_node comes from SLURM_GPUS_PER_NODE "
     "at run time; clusterctl sets it from slurm.gpus_per_node",
     "verl/sapo_trainer__run_qwen30b_sapo.sh": "trainer.n_gpus_per_node comes from a variable "
@@ -107,9 +107,13 @@ def test_corpus_script_imports_validates_and_round_trips(path: Path) -> None:
     args = list(record_of(path).get("args") or [])  # type: ignore[call-overload]
     if name in REFUSED:
         with pytest.raises((ScriptError, ImportError_)):
-            import_script(path.read_bytes(), {"HOME": HOME}, args=args, name=path.name)
+            import_script(
+                path.read_bytes(), {"HOME": HOME}, args=args, name=path.name, base=path.parent
+            )
         return
-    imported = import_script(path.read_bytes(), {"HOME": HOME}, args=args, name=path.name)
+    imported = import_script(
+        path.read_bytes(), {"HOME": HOME}, args=args, name=path.name, base=path.parent
+    )
     loaded = load_spec_text(to_yaml(imported, name), name)  # schema + consistency
     refused = {r.id for r, _p, _m in _errors(loaded.spec)}
     assert refused == HAZARDS.get(name, set()), (name, refused)
@@ -219,6 +223,19 @@ def test_reader_reads_arguments_from_a_here_document() -> None:
     )
     (command,) = script.commands
     assert command.argv == ["deepspeed", "--module", "--a", "1", "--b", "/h/x", "$kept", "literal"]
+
+
+def test_reader_reads_sourced_files_and_bash_c_strings(tmp_path: Path) -> None:
+    (tmp_path / "args.sh").write_text("MODEL=${1:-none}\nexport NCCL_DEBUG=WARN\n")
+    script = read_script(
+        'source ./args.sh qwen\nsrun bash -c "cd /w; torchrun -m train --model $MODEL"\n'
+        "source ./missing.sh\n",
+        base=tmp_path,
+    )
+    (command,) = [c for c in script.commands if c.argv[0] == "torchrun"]
+    assert command.argv == ["torchrun", "-m", "train", "--model", "qwen"] and command.line == 2
+    assert script.exported()["NCCL_DEBUG"].value == "WARN"
+    assert (3, "source ./missing.sh: not read (not found beside the script)") in script.notes
 
 
 def test_reader_refuses_what_bash_refuses() -> None:

@@ -55,7 +55,9 @@ def import_command(
         except OSError as exc:
             raise UsageError(f"{script}: {exc.strerror}") from None
         try:
-            imported = import_script(source, env, preset, image, name=Path(script).name)
+            imported = import_script(
+                source, env, preset, image, name=Path(script).name, base=Path(script).parent
+            )
         except (ScriptError, ImportError_) as exc:
             raise UsageError(f"{script}: {exc}") from None
         text = to_yaml(imported, script)

@@ -14,10 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pathlib import Path
+
 from clusterctl.importer.shell import Command, Script, read_script
 from clusterctl.spec.secrets import secret_name
 
-Path = tuple[str | int, ...]
+SpecPath = tuple[str | int, ...]
 
 _PYTHON = re.compile(r"^(?:.*/)?python(?:3(?:\.\d+)?)?$")
 _TRAINER_MODULE = re.compile(r"^(verl|openrlhf|recipe)\.")
@@ -71,12 +73,12 @@ class Imported:
     """A spec as nested dicts, the script line of each value, and what was not mapped."""
 
     spec: dict[str, Any] = field(default_factory=dict)
-    lines: dict[Path, int] = field(default_factory=dict)
-    comments: dict[Path, str] = field(default_factory=dict)
+    lines: dict[SpecPath, int] = field(default_factory=dict)
+    comments: dict[SpecPath, str] = field(default_factory=dict)
     unmapped: list[tuple[int, str]] = field(default_factory=list)
     trainer_argv: list[str] = field(default_factory=list)
 
-    def put(self, path: Path, value: Any, line: int | None, comment: str = "") -> None:
+    def put(self, path: SpecPath, value: Any, line: int | None, comment: str = "") -> None:
         node: Any = self.spec
         for part in path[:-1]:
             node = node.setdefault(part, {})
@@ -86,7 +88,7 @@ class Imported:
         if comment:
             self.comments[path] = comment
 
-    def get(self, path: Path) -> Any:
+    def get(self, path: SpecPath) -> Any:
         node: Any = self.spec
         for part in path:
             if not isinstance(node, dict) or part not in node:
@@ -146,11 +148,13 @@ def import_script(
     image: str | None = None,
     args: list[str] | None = None,
     name: str = "",
+    base: Path | None = None,
 ) -> Imported:
     """The spec a launch script says, as far as it can be read (``args``: the script's own
     arguments, as it would be called; ``name``: its file name, which often names the
-    hardware: run_qwen2-70b_grpo_32_h800.sh)."""
-    script = read_script(source, env, args)
+    hardware: run_qwen2-70b_grpo_32_h800.sh; ``base``: its directory, where the files it
+    sources are read)."""
+    script = read_script(source, env, args, base)
     call = find_trainer(script)
     if call is None and (other := find_other_launch(script)) is not None:
         return _command_workload(script, other, preset, image, name)
@@ -525,7 +529,7 @@ def to_yaml(imported: Imported, source: str) -> str:
         "# Each value names the script line it came from; check the ones marked as guesses.",
     ]
 
-    def walk(node: dict[str, Any], path: Path, indent: int) -> None:
+    def walk(node: dict[str, Any], path: SpecPath, indent: int) -> None:
         for key, value in node.items():
             here = (*path, key)
             where = imported.lines.get(here)

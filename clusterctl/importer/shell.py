@@ -18,6 +18,7 @@ import re
 import shlex
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import tree_sitter_bash
@@ -99,10 +100,14 @@ class _Unresolved(Exception):
 
 
 class _Reader:
-    def __init__(self, source: bytes, env: Mapping[str, str], args: list[str]) -> None:
+    def __init__(
+        self, source: bytes, env: Mapping[str, str], args: list[str], base: Path | None = None
+    ) -> None:
         self.source = source
         self.env = dict(env)
         self.args = args
+        self.base = base  # the script's directory: where `source FILE` is looked up
+        self.fixed_line: int | None = None  # inside `bash -c` / a sourced file: the caller's
         self.script = Script()
         self.functions: dict[str, Node] = {}
         self.depth = 0
@@ -270,6 +275,19 @@ class _Reader:
                 argv += self.words(child)
         if not argv:
             return
+        if argv[0] in ("source", ".") and len(argv) > 1:
+            self.source_file(node, argv[1], argv[2:], conditional)
+            return
+        inner = next(
+            (i for i in range(len(argv) - 2) if argv[i] in ("bash", "sh") and argv[i + 1] == "-c"),
+            None,
+        )
+        if inner is not None and self.depth < _MAX_CALL_DEPTH:
+            # `bash -c "..."` (also behind srun): its commands are read as bash would run them
+            self.nested(
+                self.restore(argv[inner + 2]).encode(), argv[inner + 3 :], node, conditional
+            )
+            return
         if argv[0] == "shift" and not conditional:
             count = argv[1] if len(argv) > 1 else "1"
             self.args = self.args[int(count) :] if count.isdigit() else self.args
@@ -284,6 +302,31 @@ class _Reader:
         self.script.commands.append(
             Command(argv, self.line(node), node.end_point[0] + 1, env, conditional, unresolved)
         )
+
+    def source_file(self, node: Node, name: str, args: list[str], conditional: bool) -> None:
+        """`source FILE ARGS`: the file's statements, read here, beside the script."""
+        name = self.restore(name)
+        path = (self.base / name) if self.base is not None else None
+        if path is None or not path.is_file() or self.depth >= _MAX_CALL_DEPTH:
+            self.note(node, f"source {name}: not read (not found beside the script)")
+            return
+        self.nested(path.read_bytes(), args, node, conditional)
+
+    def nested(self, source: bytes, args: list[str], node: Node, conditional: bool) -> None:
+        """Walk another script text (a sourced file, a `bash -c` string) with this one's
+        variables, its commands counted at NODE's line."""
+        tree = _PARSER.parse(source)
+        if tree.root_node.has_error:
+            self.note(node, "a nested script (bash -c or source) that cannot be read")
+            return
+        saved = (self.source, self.args, self.fixed_line)
+        self.source, self.args, self.fixed_line = source, list(args), self.line(node)
+        self.depth += 1
+        try:
+            self.walk(tree.root_node, conditional)
+        finally:
+            self.depth -= 1
+            self.source, self.args, self.fixed_line = saved
 
     # ---- words --------------------------------------------------------------------------
 
@@ -510,7 +553,7 @@ class _Reader:
         return self.source[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
     def line(self, node: Node) -> int:
-        return node.start_point[0] + 1
+        return self.fixed_line or node.start_point[0] + 1
 
     def note(self, node: Node, message: str) -> None:
         self.script.notes.append((self.line(node), message))
@@ -546,15 +589,19 @@ class _Reader:
 
 
 def read_script(
-    source: str | bytes, env: Mapping[str, str] | None = None, args: list[str] | None = None
+    source: str | bytes,
+    env: Mapping[str, str] | None = None,
+    args: list[str] | None = None,
+    base: Path | None = None,
 ) -> Script:
-    """Parse and walk a bash script; ``env`` is the environment it would start with."""
+    """Parse and walk a bash script; ``env`` is the environment it would start with, ``base``
+    the directory `source FILE` is read from (None: sourced files are not read)."""
     data = source.encode() if isinstance(source, str) else source
     tree = _PARSER.parse(data)
     if tree.root_node.has_error:
         line = _first_error(tree.root_node)
         raise ScriptError(f"line {line}: bash syntax this parser cannot read")
-    reader = _Reader(data, env or {}, args or [])
+    reader = _Reader(data, env or {}, args or [], base)
     reader.walk(tree.root_node)
     for variable in reader.script.variables.values():
         variable.value = reader.restore(variable.value)
