@@ -12,9 +12,8 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 from clusterctl.importer.shell import Command, Script, read_script
 from clusterctl.spec.secrets import secret_name
