@@ -287,6 +287,27 @@ def test_ray_job_submit_runtime_env_becomes_the_workloads() -> None:
     assert "--no-wait" in why and "--address" in why
 
 
+def test_docker_run_in_front_of_the_trainer_fills_container() -> None:
+    imported = import_script(
+        "docker run --rm --network host --ipc=host -v /data:/data:ro -v /ckpt:/ckpt "
+        "-e HF_HOME=/data/hf -e WANDB_API_KEY=abc -w /workspace verlai/verl:vllm012.dev3 "
+        "python3 -m verl.trainer.main_ppo trainer.total_epochs=1\n"
+    )
+    container = imported.spec["container"]
+    assert "abc" not in to_yaml(imported, "run.sh")  # the secret is never written
+    assert container["image"] == "verlai/verl:vllm012.dev3"
+    assert container["mounts"] == [
+        {"source": "/data", "target": "/data", "read_only": True},
+        {"source": "/ckpt", "target": "/ckpt"},
+    ]
+    assert container["env"] == {"HF_HOME": "/data/hf"}
+    assert (
+        container["env_passthrough"] == ["WANDB_API_KEY"] and container["workdir"] == "/workspace"
+    )
+    why = " ".join(w for _line, w in imported.unmapped)
+    assert "--network" in why and "--ipc=host" in why
+
+
 def test_uv_run_becomes_the_runtime_envs_py_executable() -> None:
     imported = import_script("uv run --isolated python3 -m verl.trainer.main_ppo a.b=1\n")
     assert imported.spec["workload"]["runtime_env"] == {"py_executable": "uv run --isolated"}

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterctl.importer.shell import Command, Script, read_script
-from clusterctl.spec.secrets import secret_name
+from clusterctl.spec.secrets import looks_like_token, secret_name
 
 SpecPath = tuple[str | int, ...]
 
@@ -413,6 +413,8 @@ def _launcher(call: TrainerCall, out: Imported) -> None:
         submit = words[3:]
         _job_submit_options(submit[: submit.index("--")] if "--" in submit else submit, line, out)
         words = submit[submit.index("--") + 1 :] if "--" in submit else []
+    if words[:2] == ["docker", "run"]:
+        words = _docker_run(words[2:], line, out)
     if words[:2] == ["uv", "run"]:
         # the driver and Ray's workers run under uv: Ray's runtime_env py_executable (Ray
         # docs, "Using uv for package management"), so the trainer goes through ray job submit
@@ -422,6 +424,49 @@ def _launcher(call: TrainerCall, out: Imported) -> None:
         return
     if words:
         out.skip(line, f"{' '.join(words)}: clusterctl launches the trainer in the head container")
+
+
+# docker run options that take no value (docker run --help, Docker 20.10-27)
+_DOCKER_BARE = {"-i", "-t", "-it", "-ti", "-d", "--rm", "--privileged", "--init", "--interactive",
+                "--tty", "--detach", "-P", "--publish-all", "--read-only"}  # fmt: skip
+
+
+def _docker_run(words: list[str], line: int, out: Imported) -> list[str]:
+    """`docker run OPTIONS IMAGE CMD...` in front of the trainer: the image, mounts,
+    environment and working directory go to container:; what clusterctl sets itself (network,
+    IPC, devices, GPUs, runtime, name) is listed. Returns the words after the image."""
+    mounts: list[dict[str, Any]] = list(out.get(("container", "mounts")) or [])
+    i = 0
+    while i < len(words) and words[i].startswith("-"):
+        word = words[i]
+        name, sep, value = word.partition("=")
+        if name not in _DOCKER_BARE and not sep and i + 1 < len(words):
+            value, i = words[i + 1], i + 1
+        i += 1
+        if name in ("-v", "--volume"):
+            source, _, rest = value.partition(":")
+            target, _, mode = rest.partition(":")
+            mount: dict[str, Any] = {"source": source, "target": target or source}
+            if "ro" in mode.split(","):
+                mount["read_only"] = True
+            mounts.append(mount)
+        elif name in ("-e", "--env"):
+            key, has_value, text = value.partition("=")
+            if has_value and not (secret_name(key) or looks_like_token(text)):
+                out.put(("container", "env", key), text, line)
+            else:  # a secret, or a name docker takes from the environment: never written
+                passthrough = out.get(("container", "env_passthrough")) or []
+                out.put(("container", "env_passthrough"), [*passthrough, key], line)
+        elif name in ("-w", "--workdir"):
+            out.put(("container", "workdir"), value, line)
+        else:
+            out.skip(line, f"docker run {word}: clusterctl sets its own docker run options")
+    if mounts:
+        out.put(("container", "mounts"), mounts, line)
+    if i < len(words):
+        out.put(("container", "image"), words[i], line)
+        return words[i + 1 :]
+    return []
 
 
 def _job_submit_options(words: list[str], line: int, out: Imported) -> None:
