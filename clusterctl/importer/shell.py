@@ -561,31 +561,21 @@ class _Reader:
     @staticmethod
     def unescape(text: str) -> str:
         """Backslashes outside quotes: \\x is x, backslash-newline is nothing."""
-        out, i = [], 0
-        while i < len(text):
-            if text[i] == "\\" and i + 1 < len(text):
-                if text[i + 1] != "\n":
-                    out.append(text[i + 1])
-                i += 2
-            else:
-                out.append(text[i])
-                i += 1
-        return "".join(out)
+        return _unbackslash(text, _ANY_ESCAPE)
 
     @staticmethod
     def dquote(raw: bytes) -> str:
         """Inside double quotes a backslash escapes only $ ` " \\ and newline."""
-        text = raw.decode("utf-8", "replace")
-        out, i = [], 0
-        while i < len(text):
-            if text[i] == "\\" and i + 1 < len(text) and text[i + 1] in '$`"\\\n':
-                if text[i + 1] != "\n":
-                    out.append(text[i + 1])
-                i += 2
-            else:
-                out.append(text[i])
-                i += 1
-        return "".join(out)
+        return _unbackslash(raw.decode("utf-8", "replace"), _DQUOTE_ESCAPE)
+
+
+_ANY_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+_DQUOTE_ESCAPE = re.compile(r"\\([$`\"\\\n])")
+
+
+def _unbackslash(text: str, escape: re.Pattern[str]) -> str:
+    """Each escape's character kept, its backslash dropped; backslash-newline is nothing."""
+    return escape.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), text)
 
 
 def read_script(
