@@ -150,7 +150,9 @@ def json_payload(text: str) -> object:
     "WARNING: User is missing the following required groups" (25.x, amdsmi#130) or Python
     SyntaxWarning lines before it, and some releases a note after it. None when there is none."""
     decoder = json.JSONDecoder()
-    for match in re.finditer(r"^[ \t]*[\[{]", text, re.MULTILINE):
+    # a top-level document starts a line (the tools print it indented inside); an indented
+    # brace is a nested object of a truncated document, never the answer
+    for match in re.finditer(r"^[\[{]", text, re.MULTILINE):
         try:
             value, _end = decoder.raw_decode(text, match.end() - 1)
         except ValueError:
