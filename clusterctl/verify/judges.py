@@ -737,7 +737,8 @@ def judge_nvidia_docker(facts: NodeFacts, expect: Expect) -> list[Result]:
         return []
     lines = _lines(section)
     hook = next((line for line in lines if line.startswith("/")), "")
-    listed = json_payload(next((ln for ln in lines if ln.startswith("runtimes:")), "")[9:])
+    runtimes_line = next((ln for ln in lines if ln.startswith("runtimes:")), "runtimes:")
+    listed = json_payload(runtimes_line[len("runtimes:") :].strip())
     runtimes = sorted(listed) if isinstance(listed, dict) else []
     if hook or "nvidia" in runtimes:
         how = f"hook {hook}" if hook else "the nvidia runtime"
