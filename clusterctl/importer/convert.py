@@ -75,7 +75,6 @@ class Imported:
     lines: dict[SpecPath, int] = field(default_factory=dict)
     comments: dict[SpecPath, str] = field(default_factory=dict)
     unmapped: list[tuple[int, str]] = field(default_factory=list)
-    trainer_argv: list[str] = field(default_factory=list)
 
     def put(self, path: SpecPath, value: Any, line: int | None, comment: str = "") -> None:
         node: Any = self.spec
@@ -164,8 +163,6 @@ def import_script(
             f"(commands seen: {', '.join(seen) or 'none'})"
         )
     out = Imported()
-    out.trainer_argv = [call.module, *call.args]
-    line = call.command.line
     framework = "verl" if call.module.startswith(("verl.", "recipe.")) else "openrlhf"
     _slurm(script, out)
     if framework == "verl":
@@ -174,23 +171,7 @@ def import_script(
         _openrlhf(call, out)
     _launcher(call, out)
     _environment(script, call, out)
-    _hardware(script, name, out, preset)
-    if out.get(("container", "image")) is None:
-        out.put(
-            ("container", "image"),
-            image or f"{framework}:latest",
-            None,
-            "given with --image" if image else "not in the script: the image your nodes hold",
-        )
-    for note_line, note in script.notes:
-        out.skip(note_line, note)
-    for command in script.commands:
-        if command is not call.command:
-            out.skip(command.line, f"{command.argv[0]}: {_why_not_run(command)}")
-    for item in call.command.unresolved:
-        out.skip(line, f"{item} is not resolved: its text is kept in the spec")
-    out.unmapped.sort()
-    return out
+    return _finish(script, call.command, out, preset, image, f"{framework}:latest", name)
 
 
 def _command_workload(
@@ -198,7 +179,6 @@ def _command_workload(
 ) -> Imported:
     """torchrun / deepspeed / a python script: the argv as it is, run on one node."""
     out = Imported()
-    out.trainer_argv = list(command.argv)
     _slurm(script, out)
     out.put(("workload", "framework"), "command", command.line)
     out.put(("workload", "command"), list(command.argv), command.line)
@@ -207,18 +187,31 @@ def _command_workload(
         f"{command.argv[0]} is not a Ray job: clusterctl runs it as a command in the head "
         "container once Ray is up; a multi-node torchrun/deepspeed rendezvous is not set up",
     )
+    return _finish(script, command, out, preset, image, "trainer:latest", name)
+
+
+def _finish(
+    script: Script,
+    trainer: Command,
+    out: Imported,
+    preset: str | None,
+    image: str | None,
+    placeholder: str,
+    name: str,
+) -> Imported:
+    """What both kinds of trainer call share: the hardware, the image (the script's, else
+    --image, else PLACEHOLDER, marked), and every line that was not mapped, sorted."""
     _hardware(script, name, out, preset)
-    out.put(
-        ("container", "image"),
-        image or "trainer:latest",
-        None,
-        "given with --image" if image else "not in the script: the image your nodes hold",
-    )
-    for other in script.commands:
-        if other is not command:
-            out.skip(other.line, f"{other.argv[0]}: {_why_not_run(other)}")
+    if out.get(("container", "image")) is None:
+        how = "given with --image" if image else "not in the script: the image your nodes hold"
+        out.put(("container", "image"), image or placeholder, None, how)
     for note_line, note in script.notes:
         out.skip(note_line, note)
+    for command in script.commands:
+        if command is not trainer:
+            out.skip(command.line, f"{command.argv[0]}: {_why_not_run(command)}")
+    for item in trainer.unresolved:
+        out.skip(trainer.line, f"{item} is not resolved: its text is kept in the spec")
     out.unmapped.sort()
     return out
 
