@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from clusterctl import __version__
-from clusterctl.console import user_errors
-from clusterctl.errors import UsageError
+from clusterctl.console import user_errors, write_new_file
 from clusterctl.remote import DEFAULT_REMOTE_DIR, login_node, remote_options
 
 if TYPE_CHECKING:
@@ -302,15 +301,7 @@ def init(preset: str, framework: str, nodes: int, out_file: str) -> None:
         click.echo(text, nl=False)
         return
     with user_errors():
-        path = Path(out_file)
-        if path.exists() or path.is_symlink():
-            raise UsageError(f"{path} exists; not overwriting it")
-        try:
-            # O_EXCL: never follows a (dangling) symlink, never truncates what appeared since
-            with path.open("x", encoding="utf-8") as handle:
-                handle.write(text)
-        except OSError as exc:
-            raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+        write_new_file(Path(out_file), text)
     click.echo(f"wrote {out_file}")
 
 

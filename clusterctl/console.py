@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import click
 
@@ -27,3 +28,15 @@ def user_errors() -> Iterator[None]:
     except UsageError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_INVALID)
+
+
+def write_new_file(path: Path, text: str) -> None:
+    """Write a file the user names, never over one that exists; a failure is one UsageError."""
+    if path.exists() or path.is_symlink():
+        raise UsageError(f"{path} exists; not overwriting it")
+    try:
+        # O_EXCL: never follows a (dangling) symlink, never truncates what appeared since
+        with path.open("x", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None

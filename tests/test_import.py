@@ -336,6 +336,8 @@ def test_cli_import_writes_a_spec_that_validates(tmp_path: Path) -> None:
     assert "validate_config did not run" in result.output or "ran" in result.output
     again = runner.invoke(main, ["import", str(script), "-o", str(out)])
     assert again.exit_code == 2 and "exists" in again.output
+    nowhere = runner.invoke(main, ["import", str(script), "-o", str(tmp_path / "no" / "x.yaml")])
+    assert nowhere.exit_code == 2 and nowhere.output.startswith("error: cannot write")
 
 
 def test_hardware_comes_from_the_file_name_when_the_script_does_not_say() -> None:

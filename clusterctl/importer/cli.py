@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import click
 
-from clusterctl.console import user_errors
+from clusterctl.console import user_errors, write_new_file
 from clusterctl.errors import UsageError
 from clusterctl.spec.presets import PRESETS
 
@@ -64,22 +62,9 @@ def import_command(
         if out_file is None:
             click.echo(text, nl=False)
             return
-        target = Path(out_file)
-        if target.exists():
-            raise UsageError(f"{out_file} exists; nothing was written")
-        fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, target)
+        write_new_file(Path(out_file), text)
     click.echo(
         f"{out_file}: {len(imported.unmapped)} lines not mapped (listed at its end); "
         f"next: clusterctl validate {out_file}",
         err=True,
     )
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
