@@ -722,20 +722,18 @@ def collect(
     ray: Any, refs: dict[str, Any], deadline: float, doing: str
 ) -> tuple[dict[str, Any], list[str]]:
     """Every result that arrives by the deadline, by name ("NODE" or "NODE rank R"), and one
-    problem per name that did not: late, or raised (the exception's type and first line). No
-    ray.get here can block past the deadline or raise out of the waiter."""
+    problem per name that did not: late, or raised (the exception's type and last line: the
+    error itself, after Ray's traceback). No ray.get here can block past the deadline or raise
+    out of the waiter."""
     if not refs:
         return {}, []
-    ready, _ = ray.wait(
-        list(refs.values()), num_returns=len(refs), timeout=max(1.0, deadline - time.monotonic())
-    )
-    done = set(ready)
+    late = set(_wait_all(ray, refs, deadline))
     results: dict[str, Any] = {}
     problems: list[str] = []
     for name, ref in refs.items():
         node, _, rank = name.partition(" ")
         who = f"node={node}" + (f" {rank}" if rank else "")
-        if ref not in done:
+        if name in late:
             problems.append(f"{who} did not finish {doing} before the self-test's deadline")
             continue
         try:
@@ -803,7 +801,7 @@ def run_collective(
         return {"skipped": next(iter(outcomes.values())).get("skipped")}, []
     bad = [name for name, o in outcomes.items() if not o["ok"]]
     if bad:
-        return None, [f"node={n.replace(' rank', ' rank')} got a wrong {kind} result" for n in bad]
+        return None, [f"node={n} got a wrong {kind} result" for n in bad]
     seconds = sum(o["seconds"] for o in outcomes.values()) / len(outcomes)
     return {"seconds": seconds}, []
 
