@@ -249,6 +249,11 @@ def _amd_smi_fix(words: str) -> str:
     return "run `amd-smi list --json` on the node as the job's user to see why it fails"
 
 
+def _amd_unreadable(tool: str, section: Section) -> Unreadable:
+    words = tool_words(section)
+    return Unreadable(tool, words, _amd_smi_fix(words))
+
+
 def _unread(section: Section | None) -> str | None:
     """None when the section is there and holds JSON; else the tool's words."""
     if section is None or section.rc == 127:
@@ -274,8 +279,7 @@ def amd_inventory(facts: NodeFacts) -> GpuInventory | Unreadable | None:
         return _rocm_smi_inventory(facts)
     listed = _gpu_items(_json(listing))
     if not listed:
-        words = tool_words(listing)
-        return Unreadable("amd-smi", words, _amd_smi_fix(words))
+        return _amd_unreadable("amd-smi", listing)
     static = _gpu_items(_json(facts.section("amd-smi-static")))
     models = tuple(
         str((g.get("asic") or {}).get("market_name", "?")) for g in static if "asic" in g
@@ -323,7 +327,7 @@ def _rocm_smi_inventory(facts: NodeFacts) -> GpuInventory | Unreadable | None:
         return None
     data = _json(section)
     if not isinstance(data, dict):
-        return Unreadable("rocm-smi", tool_words(section), _amd_smi_fix(tool_words(section)))
+        return _amd_unreadable("rocm-smi", section)
     cards = {k: v for k, v in data.items() if k.startswith("card") and isinstance(v, dict)}
     # the key is "Card series" in rocm-smi 6.x (telegraf's captures), "Card Series" in others
     models = tuple(str(v.get("Card Series", v.get("Card series", "?"))) for v in cards.values())
