@@ -380,9 +380,7 @@ def _openrlhf(call: TrainerCall, out: Imported) -> None:
         # OpenRLHF's --use_wandb / --logger.wandb.key take the API key itself
         if key in ("use_wandb", "logger.wandb.key") and isinstance(value, str) and value != "True":
             args[key] = "True"
-            passthrough = out.get(("container", "env_passthrough")) or []
-            if "WANDB_API_KEY" not in passthrough:
-                out.put(("container", "env_passthrough"), [*passthrough, "WANDB_API_KEY"], line)
+            _pass_through(out, "WANDB_API_KEY", line)
             out.skip(
                 line,
                 f"--{key}: the key itself is never written into the spec; export "
@@ -445,11 +443,10 @@ def _docker_run(words: list[str], line: int, out: Imported) -> list[str]:
             mounts.append(mount)
         elif name in ("-e", "--env"):
             key, has_value, text = value.partition("=")
-            if has_value and not (secret_name(key) or looks_like_token(text)):
+            if has_value and not _secret(key, text):
                 out.put(("container", "env", key), text, line)
             else:  # a secret, or a name docker takes from the environment: never written
-                passthrough = out.get(("container", "env_passthrough")) or []
-                out.put(("container", "env_passthrough"), [*passthrough, key], line)
+                _pass_through(out, key, line)
         elif name in ("-w", "--workdir"):
             out.put(("container", "workdir"), value, line)
         else:
@@ -496,6 +493,18 @@ def _job_submit_options(words: list[str], line: int, out: Imported) -> None:
         out.put(("workload", "runtime_env"), runtime_env, line)
 
 
+def _secret(name: str, value: str) -> bool:
+    """A value that must come from the submitting environment, never the spec: a credential
+    by its name or its shape, or one the script itself takes from its environment ($X)."""
+    return secret_name(name) or looks_like_token(value) or value.startswith("$")
+
+
+def _pass_through(out: Imported, name: str, line: int) -> None:
+    passthrough = out.get(("container", "env_passthrough")) or []
+    if name not in passthrough:
+        out.put(("container", "env_passthrough"), [*passthrough, name], line)
+
+
 def _environment(script: Script, call: TrainerCall, out: Imported) -> None:
     values = {n: (v.value, v.line) for n, v in script.exported().items()}
     values.update({n: (v, call.command.line) for n, v in call.command.env.items()})
@@ -506,10 +515,8 @@ def _environment(script: Script, call: TrainerCall, out: Imported) -> None:
             out.skip(line, f"{name}: clusterctl sets the switch that versions.ray reads")
         elif name in ("PATH", "PYTHONPATH", "HOME", "LD_LIBRARY_PATH"):
             out.skip(line, f"{name}: the image's own; set it there")
-        elif secret_name(name) or value.startswith("$"):
-            passthrough = out.get(("container", "env_passthrough")) or []
-            if name not in passthrough:
-                out.put(("container", "env_passthrough"), [*passthrough, name], line)
+        elif _secret(name, value):
+            _pass_through(out, name, line)
             out.skip(line, f"{name}: passed through from the submitting environment, never written")
         elif name == "NCCL_SOCKET_IFNAME":
             out.put(("network", "socket_ifname"), value, line)
