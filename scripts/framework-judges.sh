@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# A Python in which verl's own start-up validation can run (verl 0.9.1 with its dependencies,
-# torch as the CPU build), apart from clusterctl's environment. Idempotent; prints the
-# interpreter's path last. clusterctl finds it through CLUSTERCTL_VERL_PYTHON.
+# Pythons in which verl's own start-up validation can run, apart from clusterctl's environment:
+# verl 0.9.1 (the GPU examples' pin) and verl 0.5.0 (the dev cluster's CPU example, the set of
+# clusterctl/devcluster/verl_cpu/requirements.lock), torch as the CPU build. Idempotent; prints
+# them last as one PATH-style list, which clusterctl reads from CLUSTERCTL_VERL_PYTHON.
 #   bash scripts/framework-judges.sh [DIR]
 set -euo pipefail
-dir=${1:-/var/tmp/clusterctl-judges/verl-0.9.1}
+root=${1:-/var/tmp/clusterctl-judges}
+lock="$(cd "$(dirname "$0")/.." && pwd)/clusterctl/devcluster/verl_cpu/requirements.lock"
+dir=$root/verl-0.9.1
 if [[ ! -f $dir/.complete ]]; then
   echo "framework judges: installing verl 0.9.1 and its dependencies into $dir" >&2
   python3 -m venv --clear --system-site-packages "$dir"
@@ -14,4 +17,12 @@ if [[ ! -f $dir/.complete ]]; then
   "$dir/bin/pip" install -q verl==0.9.1 pillow >&2
   touch "$dir/.complete"
 fi
-echo "$dir/bin/python"
+old=$root/verl-0.5.0
+if [[ ! -f $old/.complete || $old/.complete -ot $lock ]]; then
+  echo "framework judges: installing verl 0.5.0's locked set into $old" >&2
+  python3 -m venv --clear "$old"
+  # the lock is the whole resolved set (its header says why --no-deps)
+  "$old/bin/pip" install -q --no-deps -r "$lock" >&2
+  touch "$old/.complete"
+fi
+echo "$dir/bin/python:$old/bin/python"

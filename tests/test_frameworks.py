@@ -231,8 +231,9 @@ CRITIC_MBS = "critic.ppo_micro_batch_size_per_gpu"
 
 @pytest.fixture(scope="module")
 def verl_python(monkeypatch_module: pytest.MonkeyPatch) -> str:
-    """A Python with verl 0.9.1 and its dependencies (scripts/framework-judges.sh)."""
-    python = (
+    """A Python with verl 0.9.1 and its dependencies (scripts/framework-judges.sh: the first
+    of the Pythons it names)."""
+    pythons = (
         os.environ.get("CLUSTERCTL_VERL_PYTHON")
         or subprocess.run(
             ["bash", str(ROOT / "scripts" / "framework-judges.sh")],
@@ -244,8 +245,8 @@ def verl_python(monkeypatch_module: pytest.MonkeyPatch) -> str:
         .stdout.strip()
         .splitlines()[-1]
     )
-    monkeypatch_module.setenv("CLUSTERCTL_VERL_PYTHON", python)
-    return python
+    monkeypatch_module.setenv("CLUSTERCTL_VERL_PYTHON", pythons)
+    return pythons.split(os.pathsep)[0]
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,8 @@ import pytest
 from tests.conftest import ROOT
 
 CACHE = Path.home() / ".cache" / "clusterctl" / "rays"
-PYTHON = os.environ.get("CLUSTERCTL_VERL_PYTHON")
+# the first of the judge Pythons (verl 0.9.1's): scripts/framework-judges.sh
+PYTHON = os.environ.get("CLUSTERCTL_VERL_PYTHON", "").split(os.pathsep)[0]
 
 pytestmark = [
     pytest.mark.index,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -77,3 +78,15 @@ def status() -> None:
     click.echo(f"SLURM_CONF={cluster.SLURM_CONF}")
     healthy = all(good for _, good in rows) and bool(st.nodes)
     sys.exit(0 if healthy else 1)
+
+
+@dev_cluster.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+def assets(directory: Path) -> None:
+    """Make what verl trains on here, with no model hub: a tokenizer, a tiny random Qwen2, a
+    parquet data set and a reward function, under DIRECTORY (absolute: it is mounted into a
+    container). Builds the dev verl image (verl 0.5.0 on CPU) first if it is not current."""
+    from clusterctl.devcluster import verl_image
+
+    with user_errors():
+        verl_image.make_assets(directory, _say)

@@ -369,12 +369,17 @@ def image_ok(image: str = DEV_IMAGE) -> bool:
 
 def dev_image_current() -> bool:
     """The dev image exists and was built from today's recipe."""
+    return image_recipe(DEV_IMAGE) == dev_recipe()
+
+
+def image_recipe(image: str) -> str | None:
+    """The recipe label an image was built with; None when the image is missing."""
     found = run(
         ["docker", "image", "inspect", "--format",
-         "{{ index .Config.Labels \"" + RECIPE_LABEL + "\" }}", DEV_IMAGE],
+         "{{ index .Config.Labels \"" + RECIPE_LABEL + "\" }}", image],
         check=False,
     )  # fmt: skip
-    return found.returncode == 0 and found.stdout.strip() == dev_recipe()
+    return found.stdout.strip() if found.returncode == 0 else None
 
 
 def dev_recipe() -> str:
@@ -404,10 +409,16 @@ def pip_download(dest: Path, *requirements: str, deps: bool = True) -> None:
 
 
 def build_offline(
-    dockerfile: str, wheels: list[Path], say: Say, docker_host: str | None = None
+    dockerfile: str,
+    wheels: list[Path],
+    say: Say,
+    docker_host: str | None = None,
+    tag: str = DEV_IMAGE,
+    recipe: str | None = None,
+    files: Sequence[Path] = (),
 ) -> None:
-    """Build DEV_IMAGE with `clusterctl build`'s code (the Docker SDK) from a context holding
-    only the wheels: the offline build air-gapped sites use."""
+    """Build TAG with `clusterctl build`'s code (the Docker SDK) from a context holding only
+    the wheels (and FILES): the offline build air-gapped sites use."""
     from clusterctl.image.build import BuildEvent, build_image
 
     def show(event: BuildEvent) -> None:
@@ -422,15 +433,17 @@ def build_offline(
                 os.link(wheel, context / "wheels" / wheel.name)  # same file system: no copy
             except OSError:
                 shutil.copy2(wheel, context / "wheels" / wheel.name)
+        for file in files:
+            shutil.copy2(file, context / file.name)
         build_image(
             dockerfile,
             context,
-            [DEV_IMAGE],
+            [tag],
             {},
             False,
             show,
             docker_host,
-            {RECIPE_LABEL: dev_recipe()},
+            {RECIPE_LABEL: recipe or dev_recipe()},
         )
     finally:
         shutil.rmtree(context, ignore_errors=True)

@@ -212,9 +212,10 @@ def _verl_site(python: str) -> SearchPath:
 
 
 def verl_python(pinned: str | None) -> str | None:
-    """A Python where the pinned verl is installed with its dependencies:
-    $CLUSTERCTL_VERL_PYTHON, else the one clusterctl runs on."""
-    for python in (os.environ.get("CLUSTERCTL_VERL_PYTHON"), sys.executable):
+    """A Python where the pinned verl is installed with its dependencies: one of
+    $CLUSTERCTL_VERL_PYTHON (several, separated as in PATH), else the one clusterctl runs on."""
+    named = os.environ.get("CLUSTERCTL_VERL_PYTHON", "").split(os.pathsep)
+    for python in (*named, sys.executable):
         if python and (version := _verl_version(python)) and pinned in (None, version):
             return python
     return None

@@ -5,7 +5,9 @@ Runs in a subprocess, in a Python where the pinned verl is installed with its de
 directory with Hydra, exactly as ``@hydra.main(config_name="ppo_trainer")`` in
 ``verl/trainer/main_ppo.py`` composes it, then ``verl.utils.config.validate_config`` runs with
 ``need_reference_policy`` and ``need_critic`` as ``main()`` calls it (verl 0.9.1). That
-instantiates the actor, critic and model config dataclasses, whose checks run too.
+instantiates the actor, critic and model config dataclasses, whose checks run too. verl 0.5
+has no validate_config: its checks run in RayPPOTrainer.__init__, run here as main_ppo builds
+the trainer.
 
 The network is never reached: Hugging Face libraries run offline, so a model path that is
 not on this machine (or in its HF cache) makes the model-dependent checks report that they
@@ -35,8 +37,6 @@ def judge(config_name: str, overrides: list[str]) -> dict[str, str]:
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import validate_config
 
     config_dir = Path(verl.__file__).parent / "trainer" / "config"
     try:
@@ -47,11 +47,7 @@ def judge(config_name: str, overrides: list[str]) -> dict[str, str]:
     out = io.StringIO()
     try:
         with contextlib.redirect_stdout(out):
-            validate_config(
-                config=config,
-                use_reference_policy=need_reference_policy(config),
-                use_critic=need_critic(config),
-            )
+            validate(config)
     except HydraException as exc:  # a config dataclass refused the values it was built from
         cause = exc.__cause__ or exc
         if isinstance(cause, OSError):
@@ -62,6 +58,40 @@ def judge(config_name: str, overrides: list[str]) -> dict[str, str]:
     except OSError as exc:
         return _offline(exc)
     return {"status": "ok", "message": ""}
+
+
+def validate(config: object) -> None:
+    """verl's own start-up validation of the composed config, as its release runs it."""
+    try:
+        from verl.trainer.ppo.utils import need_critic, need_reference_policy
+        from verl.utils.config import validate_config
+    except ImportError:  # verl <= 0.5: the checks run in RayPPOTrainer.__init__
+        _validate_in_trainer(config)
+        return
+    validate_config(
+        config=config,
+        use_reference_policy=need_reference_policy(config),
+        use_critic=need_critic(config),
+    )
+
+
+def _validate_in_trainer(config: object) -> None:
+    """verl 0.5: RayPPOTrainer.__init__ (verl/trainer/ppo/ray_trainer.py) decides the critic,
+    asserts the hybrid engine and calls _validate_config; it is built with the roles
+    TaskRunner.run (verl/trainer/main_ppo.py) maps, all but loading the data set."""
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer, Role
+
+    class Judge(RayPPOTrainer):  # type: ignore[misc]
+        def _create_dataloader(self, *args: object, **kwargs: object) -> None:
+            pass  # reads the data files: no check of the config
+
+    c = config  # an OmegaConf DictConfig
+    roles = {Role.ActorRollout: object, Role.Critic: object}
+    if c.reward_model.enable:  # type: ignore[attr-defined]
+        roles[Role.RewardModel] = object
+    if c.algorithm.use_kl_in_reward or c.actor_rollout_ref.actor.use_kl_loss:  # type: ignore[attr-defined]
+        roles[Role.RefPolicy] = object
+    Judge(config=c, tokenizer=None, role_worker_mapping=roles, resource_pool_manager=None)
 
 
 def _one_line(exc: BaseException) -> str:

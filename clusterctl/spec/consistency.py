@@ -278,14 +278,6 @@ def check_consistency(spec: JobSpec) -> list[tuple[FieldPath, str]]:
                 f"{gpus} GPUs per node with hardware.preset none (CPU-only)",
             )
         )
-    if logical and spec.hardware.preset == "none":
-        out.append(
-            (
-                ("hardware", "logical_gpus"),
-                "logical GPUs stand in for a GPU preset's devices: choose the preset they stand "
-                "in for (its job, visibility variables and self-test branches are what run)",
-            )
-        )
     if logical and gpus != logical:
         out.append(
             (

@@ -237,7 +237,8 @@ class HardwareSpec(Section):
         "(Ray takes a declared count on faith) and run the preset's job with no device: SLURM "
         "is asked for no GPU, no GPU device or docker --gpus reaches the containers, preflight "
         "skips the GPU checks saying why, and the self-test runs its GPU branches up to the "
-        "first call that needs a device, reported as a named skip",
+        "first call that needs a device, reported as a named skip; with preset none, a CPU "
+        "job whose framework places its workers by Ray GPU resources (verl's resource pools)",
     )
 
 

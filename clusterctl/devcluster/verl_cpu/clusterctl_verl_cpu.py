@@ -1,7 +1,7 @@
 """verl 0.5.0 on CPU: the dev verl image's runtime patches, not a product path.
 
 Loaded in every Python of the dev verl image by clusterctl_verl_cpu.pth, and a no-op unless
-CLUSTERCTL_VERL_CPU_PATCHES=1 (the example spec sets it in container.env, where a reader sees
+DEV_VERL_CPU_PATCHES=1 (the example spec sets it in container.env, where a reader sees
 it). Each patch is applied when the verl or torch module it concerns is first imported, and
 names the verl 0.5.0 code it works around. Any other verl release refuses to import: these
 patches were written against 0.5.0 alone (see ../shared/research/verl-on-cpu.md).
@@ -17,7 +17,7 @@ from importlib import metadata
 from types import ModuleType
 from typing import Any
 
-SWITCH = "CLUSTERCTL_VERL_CPU_PATCHES"
+SWITCH = "DEV_VERL_CPU_PATCHES"
 FOR_VERL = "0.5.0"
 
 
