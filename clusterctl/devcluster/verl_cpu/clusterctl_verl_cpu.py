@@ -41,11 +41,18 @@ def _one_backend_per_device(dist: ModuleType) -> None:
     # on CPU "cpu:gloo,cpu:gloo", which torch refuses ("Duplicate device type cpu").
     original = dist.init_process_group
 
+    def once_each(backend: Any) -> Any:
+        if isinstance(backend, str) and "," in backend:
+            return ",".join(dict.fromkeys(backend.split(",")))
+        return backend  # anything else (the self-test's "gloo") as it came
+
     @functools.wraps(original)
-    def init_process_group(*args: Any, backend: str | None = None, **kwargs: Any) -> Any:
-        if backend is not None and "," in backend:
-            backend = ",".join(dict.fromkeys(backend.split(",")))
-        return original(*args, backend=backend, **kwargs)
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        if args:
+            args = (once_each(args[0]), *args[1:])
+        elif "backend" in kwargs:
+            kwargs["backend"] = once_each(kwargs["backend"])
+        return original(*args, **kwargs)
 
     dist.init_process_group = init_process_group  # type: ignore[attr-defined]
 
