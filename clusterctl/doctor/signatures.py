@@ -229,6 +229,17 @@ SIGNATURES: tuple[Signature, ...] = (
         "SLURM cgroup OOM reports",
     ),
     _sig(
+        "container-killed",
+        r"container (?P<container>\S+) exited while the job was running: exit 137, SIGKILL",
+        "the node's container {container} was killed from outside the workload (SIGKILL)",
+        "docker kill / docker rm -f by a person or a script, the kernel, or a dying Docker "
+        "engine: not the trainer's own exit",
+        "find who killed it on that node (journalctl -u docker, dmesg, other jobs' scripts); "
+        "resubmit",
+        "none: the job ends at once naming the node",
+        "clusterctl job.sbatch (the engine's .State.ExitCode / OOMKilled)",
+    ),
+    _sig(
         "port-in-use",
         r"EADDRINUSE|[Aa]ddress already in use",
         "a process could not bind its port",

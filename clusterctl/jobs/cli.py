@@ -155,6 +155,8 @@ def _print_status(
         took = "running" if row.seconds is None else f"{row.seconds:.1f}s"
         table.add_row(row.phase, f"+{row.started:.1f}s", took)
     console.print(table)
+    if record.progress:
+        console.print(f"progress: {record.progress[:110]}", markup=False, highlight=False)
     if record.link or record.next:
         before = f"continuation {record.link}, after job {record.previous}" if record.link else ""
         after = f"continued as job {record.next}" if record.next else "the chain ends here"

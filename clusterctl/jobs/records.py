@@ -42,6 +42,8 @@ class RunRecord:
     link: int = 0
     previous: str = ""
     next: str = ""
+    # the workload's last line matching watch.progress_pattern (verl: "step:N - ...")
+    progress: str = ""
 
 
 def check_job_id(job_id: str) -> str:
@@ -76,8 +78,9 @@ def read_timeline(directory: Path) -> list[dict[str, Any]]:
 def summarize(directory: Path, timeline: list[dict[str, Any]]) -> RunRecord:
     """Phase rows with durations, and the run's outcome, from its timeline entries."""
     entries = [e for e in timeline if isinstance(e.get("t"), (int, float))]
+    progress = read_progress(directory)
     if not entries:
-        return RunRecord(directory, [])
+        return RunRecord(directory, [], progress=progress)
     start = float(entries[0]["t"])
     end = next((e for e in entries if e.get("phase") == "end"), None)
     phases = [e for e in entries if e.get("phase") != "end"]
@@ -91,7 +94,7 @@ def summarize(directory: Path, timeline: list[dict[str, Any]]) -> RunRecord:
         for i, e in enumerate(phases)
     ]
     if end is None:
-        return RunRecord(directory, rows)
+        return RunRecord(directory, rows, progress=progress)
     return RunRecord(
         directory,
         rows,
@@ -102,4 +105,17 @@ def summarize(directory: Path, timeline: list[dict[str, Any]]) -> RunRecord:
         link=int(end.get("link", 0)),
         previous=str(end.get("previous", "")),
         next=str(end.get("next", "")),
+        progress=progress,
     )
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def read_progress(directory: Path) -> str:
+    """The last progress line job.sbatch recorded, without Ray's colour codes."""
+    try:
+        text = (directory / "progress").read_text(errors="replace")
+    except OSError:
+        return ""
+    return ANSI.sub("", text).strip()

@@ -570,7 +570,10 @@ def test_container_that_dies_mid_job_fails_it_at_once_naming_the_node(tmp_path: 
     assert time.monotonic() - killed_at < 45  # not the workload's 600 s
     node, phase, cause = job.first_failure()
     assert (node, phase) == ("node2", "container")
-    assert cause == f"container cc-{job.job_id}-node2 exited while the job was running"
+    assert cause == (
+        f"container cc-{job.job_id}-node2 exited while the job was running: exit 137, SIGKILL "
+        "(docker kill or rm -f, the kernel, or its engine)"
+    )
     assert containers_of(job) == []
     # srun ended the other nodes' tasks (--kill-on-bad-exit) while the job still ran: they
     # copied their logs before removing their containers

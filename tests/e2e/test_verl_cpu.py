@@ -1,0 +1,183 @@
+"""verl's own trainer under clusterctl jobs on the real dev cluster: verl 0.5.0 GRPO across 3
+containers (examples/verl-grpo-cpu-dev-cluster.yaml), FSDP2 over gloo, logical GPUs. What a
+GPU user's job does from bring-up to resume runs for real: verl's placement of its worker
+groups, its checkpoints written at clusterctl's stop time and resumed from, a lost node, a
+hung rank caught by the stall watch from verl's own step lines."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, run_cli
+from tests.e2e.test_jobs import FAIL_FAST_DEADLINE, Job, containers_of, finish, sbatch
+
+pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("dev_cluster")]
+EXAMPLE = ROOT / "examples" / "verl-grpo-cpu-dev-cluster.yaml"
+STEP = re.compile(r"\bstep:(\d+) - ")
+TOTAL_STEPS = "workload.overrides.trainer.total_training_steps"
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The dev verl image (built once per content) and the assets, made here."""
+    out = tmp_path_factory.mktemp("verl-assets")
+    made = run_cli("dev-cluster", "assets", str(out), timeout=1800)
+    assert made.returncode == 0, made.stderr
+    assert json.loads((out / "assets.json").read_text())["rows"] == {"train": 64, "val": 16}
+    return out
+
+
+def verl_job(workdir: Path, assets: Path, *sets: str) -> Path:
+    """The example's job.sbatch, its /verl mount on ASSETS, its checkpoints this test's own."""
+    ckpt = f"/verl/checkpoints/{workdir.name}"
+    args = ["render", str(EXAMPLE), "-o", str(workdir / "bundle")]
+    for assignment in (
+        f"container.mounts=[{{source: {assets}, target: /verl}}]",
+        f"resume.checkpoint_dir={ckpt}",
+        *sets,
+    ):
+        args += ["--set", assignment]
+    result = run_cli(*args)
+    assert result.returncode == 0, result.stderr
+    return workdir / "bundle" / "job.sbatch"
+
+
+def steps(job: Job) -> list[int]:
+    return [int(s) for s in STEP.findall((job.log_dir / "workload.log").read_text())]
+
+
+def checkpoints(assets: Path, workdir: Path) -> Path:
+    return assets / "checkpoints" / workdir.name
+
+
+def wait_for_step(job: Job, step: int, seconds: float = 300) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        logs = list((job.workdir / "clusterctl-logs").glob(f"*-{job.job_id}/workload.log"))
+        if logs and [int(s) for s in STEP.findall(logs[0].read_text()) if int(s) >= step]:
+            return
+        time.sleep(1)
+    raise AssertionError(f"job {job.job_id} printed no step:{step} within {seconds}s")
+
+
+def test_verl_grpo_runs_to_completion_with_checkpoints(tmp_path: Path, assets: Path) -> None:
+    job, rc, _ = sbatch(tmp_path, verl_job(tmp_path, assets))
+    assert rc == 0, job.log
+    # verl's trainer pool placed across the 3 nodes by Ray's GPU resources, as on GPUs
+    assert "ray: all 3 nodes joined" in job.log
+    assert "verl trainer pool: 3 x STRICT_PACK 1 x {CPU: 3, GPU: 1} (one per node)" in job.log
+    assert "verl 0.5.0" in job.log  # the self-test's versions line
+    assert steps(job) == [1, 2, 3, 4]
+    log = (job.log_dir / "workload.log").read_text()
+    kl = [float(v) for v in re.findall(r"actor/kl_loss:([-0-9.e]+)", log)]
+    assert kl[0] == 0.0 and kl[-1] > 0.0  # the actor moved away from the reference
+    saved = checkpoints(assets, tmp_path)
+    assert (saved / "latest_checkpointed_iteration.txt").read_text().strip() == "4"
+    assert sorted(p.name for p in saved.glob("global_step_*")) == ["global_step_2", "global_step_4"]
+    # real step lines are progress: a healthy run is never called stalled
+    assert "stalled" not in [e["phase"] for e in job.timeline()]
+    status = run_cli("status", job.job_id, cwd=tmp_path)
+    assert status.returncode == 0, status.stderr
+    assert re.search(r"progress: \(TaskRunner pid=\d+\) step:4 - ", status.stdout), status.stdout
+    logs = run_cli("logs", job.job_id, "--phase", "workload", cwd=tmp_path)
+    assert "step:4 - " in logs.stdout
+    assert containers_of(job) == []
+
+
+def test_time_limit_checkpoint_then_a_resubmitted_job_resumes_from_it(
+    tmp_path: Path, assets: Path
+) -> None:
+    first_dir, second_dir = tmp_path / "first", tmp_path / "second"
+    first_dir.mkdir()
+    second_dir.mkdir()
+    ckpt = f"resume.checkpoint_dir=/verl/checkpoints/{tmp_path.name}"
+    # verl saves only when clusterctl's stop time comes near (save_every is never reached)
+    first, rc, _ = sbatch(
+        first_dir,
+        verl_job(
+            first_dir,
+            assets,
+            ckpt,
+            "slurm.time=3",
+            "slurm.signal_grace=100",
+            "slurm.checkpoint_grace=30",
+            "resume.save_every=100000",
+            f"{TOTAL_STEPS}=100000",
+        ),
+    )
+    assert rc == 75, first.log  # stopped at the time limit after the checkpoint
+    log = (first.log_dir / "workload.log").read_text()
+    assert "Force saving checkpoint: ESI instance expiration approaching." in log
+    assert "checkpoint-exited" in [e["phase"] for e in first.timeline()]
+    saved = checkpoints(assets, tmp_path)
+    last = int((saved / "latest_checkpointed_iteration.txt").read_text())
+    assert 2 <= last <= max(steps(first))
+    assert containers_of(first) == []
+    second, rc, _ = sbatch(
+        second_dir,
+        verl_job(
+            second_dir, assets, ckpt, f"workload.overrides.trainer.total_training_steps={last + 2}"
+        ),
+    )
+    assert rc == 0, second.log
+    assert steps(second) == [last + 1, last + 2]  # the global step continues
+    assert f"global_step_{last + 2}" in {p.name for p in saved.glob("global_step_*")}
+
+
+def test_a_node_lost_mid_run_fails_the_job_naming_it(tmp_path: Path, assets: Path) -> None:
+    script = verl_job(tmp_path, assets, f"{TOTAL_STEPS}=100000")
+    job, _, _ = sbatch(tmp_path, script, wait=False)
+    wait_for_step(job, 2)
+    subprocess.run(["docker", "kill", f"cc-{job.job_id}-node3"], check=True, capture_output=True)
+    started = time.monotonic()
+    rc = finish(job)
+    assert time.monotonic() - started < FAIL_FAST_DEADLINE
+    assert rc != 0
+    node, phase, cause = job.first_failure()
+    assert (node, phase) == ("node3", "container"), job.log
+    assert cause.endswith(
+        "exited while the job was running: exit 137, SIGKILL "
+        "(docker kill or rm -f, the kernel, or its engine)"
+    ), cause
+    assert containers_of(job) == []
+    doctor = run_cli("doctor", "--job", job.job_id, "--json", cwd=tmp_path)
+    hits = {hit["id"]: hit for hit in json.loads(doctor.stdout)}
+    assert "container-killed" in hits, doctor.stdout
+    assert f"cc-{job.job_id}-node3" in hits["container-killed"]["meaning"]
+
+
+def test_a_hung_rank_is_caught_by_the_stall_watch_with_evidence(
+    tmp_path: Path, assets: Path
+) -> None:
+    script = verl_job(
+        tmp_path,
+        assets,
+        f"{TOTAL_STEPS}=100000",
+        "watch.stall_seconds=30",
+    )
+    job, _, _ = sbatch(tmp_path, script, wait=False)
+    wait_for_step(job, 2)
+    # node3's verl worker (all of its roles: one WorkerDict process) stops between steps
+    stop = subprocess.run(
+        ["docker", "exec", f"cc-{job.job_id}-node3", "pkill", "-STOP", "-f", "^ray::WorkerDict"],
+        capture_output=True,
+        text=True,
+    )
+    assert stop.returncode == 0, stop.stderr
+    rc = finish(job)
+    assert rc == 1, job.log
+    node, phase, cause = job.first_failure()
+    assert (node, phase) == ("node1", "workload")
+    assert cause.startswith("stalled: no workload progress for"), cause
+    dumps = {n: (job.log_dir / "stall" / f"{n}.txt").read_text() for n in ("node1", "node2")}
+    assert all("WorkerDict" in d for d in dumps.values()), dumps
+    doctor = run_cli("doctor", "--job", job.job_id, "--json", cwd=tmp_path)
+    first = json.loads(doctor.stdout)[0]
+    assert first["id"] == "stall-evidence", doctor.stdout
+    assert containers_of(job) == []
