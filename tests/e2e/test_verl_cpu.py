@@ -90,6 +90,34 @@ def test_verl_grpo_runs_to_completion_with_checkpoints(tmp_path: Path, assets: P
     assert containers_of(job) == []
 
 
+# PPO with GAE, a critic, the reference model and KL: the example with these sets (its header)
+PPO = (
+    "slurm.nodes=2",
+    "workload.overrides.algorithm.adv_estimator=gae",
+    "workload.overrides.actor_rollout_ref.rollout.n=1",
+    "workload.overrides.data.train_batch_size=4",
+    "workload.overrides.actor_rollout_ref.actor.ppo_mini_batch_size=4",
+    "workload.overrides.critic.model.path=/verl/model",
+    "workload.overrides.critic.strategy=fsdp2",
+    "workload.overrides.critic.ppo_micro_batch_size_per_gpu=2",
+    "workload.overrides.critic.model.use_remove_padding=false",
+    "workload.overrides.critic.optim.lr=0.001",
+)
+
+
+def test_verl_ppo_with_critic_and_reference_runs(tmp_path: Path, assets: Path) -> None:
+    header = EXAMPLE.read_text()
+    assert all(f"--set {s}" in header for s in PPO)  # what the example tells users to run
+    job, rc, _ = sbatch(tmp_path, verl_job(tmp_path, assets, *PPO))
+    assert rc == 0, job.log
+    log = (job.log_dir / "workload.log").read_text()
+    assert steps(job) == [1, 2, 3, 4]
+    value_loss = re.findall(r"critic/vf_loss:([-0-9.e]+)", log)
+    kl = [float(v) for v in re.findall(r"actor/kl_loss:([-0-9.e]+)", log)]
+    assert len(value_loss) == 4 and kl[-1] > kl[0]
+    assert containers_of(job) == []
+
+
 def test_time_limit_checkpoint_then_a_resubmitted_job_resumes_from_it(
     tmp_path: Path, assets: Path
 ) -> None:

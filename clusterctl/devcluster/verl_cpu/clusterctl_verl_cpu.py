@@ -80,7 +80,7 @@ def _cpu_device_stand_ins(cpu: ModuleType) -> None:
             setattr(cpu, name, value)
 
 
-def _sdpa_not_flash_attention(auto_module: ModuleType) -> None:
+def _sdpa_not_flash_attention(module: ModuleType) -> None:
     # verl/workers/fsdp_workers.py and verl/utils/model.py pass
     # attn_implementation="flash_attention_2" (hard-coded), which needs flash-attn and CUDA.
     def to_sdpa(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -92,7 +92,9 @@ def _sdpa_not_flash_attention(auto_module: ModuleType) -> None:
 
         return from_pretrained
 
-    cls = getattr(auto_module, "AutoConfig", None) or auto_module._BaseAutoModelClass
+    # AutoConfig, and the model class every Auto* class hands its keywords to (each Auto*
+    # class has a copy of its own of from_pretrained, so those are not the place)
+    cls = getattr(module, "AutoConfig", None) or module.PreTrainedModel
     cls.from_pretrained = classmethod(to_sdpa(cls.from_pretrained.__func__))
 
 
@@ -133,7 +135,7 @@ HOOKS: dict[str, Callable[[ModuleType], None]] = {
     "torch.distributed": _one_backend_per_device,
     "torch.cpu": _cpu_device_stand_ins,
     "transformers.models.auto.configuration_auto": _sdpa_not_flash_attention,
-    "transformers.models.auto.auto_factory": _sdpa_not_flash_attention,
+    "transformers.modeling_utils": _sdpa_not_flash_attention,
     "verl.utils.fsdp_utils": _offload_without_pinned_memory,
     "verl.workers.rollout.hf_rollout": _one_sequence_per_prompt,
 }
