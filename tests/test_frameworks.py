@@ -386,3 +386,25 @@ def test_a_workload_setting_that_contradicts_resume_is_refused() -> None:
     assert problem.message == (
         "5 contradicts resume: (which sets trainer.save_freq to 20); set it in one place"
     )
+
+
+# verl 0.5.0 (the dev cluster's CPU example) has no validate_config: its checks run in
+# RayPPOTrainer.__init__, which the judge builds as main_ppo does (lint/verl_startup.py).
+CPU_VERL_EXAMPLE = ROOT / "examples" / "verl-grpo-cpu-dev-cluster.yaml"
+
+
+def test_verl_0_5_0_judges_the_cpu_example_in_its_trainer(verl_python: str) -> None:
+    ok = run_cli("validate", str(CPU_VERL_EXAMPLE))
+    assert ok.returncode == 0, ok.stderr
+    assert "verl 0.5.0: its own validate_config ran on the composed ppo_trainer config" in (
+        ok.stderr
+    )
+    # 3 workers, 2 samples per prompt: a batch of 5 prompts is 10 sequences
+    bad = run_cli(
+        "validate", str(CPU_VERL_EXAMPLE), "--set", "workload.overrides.data.train_batch_size=5"
+    )
+    assert bad.returncode == 2
+    assert (
+        "[verl-startup-check] verl 0.5.0 refuses this config at start-up: AssertionError: "
+        "real_train_batch_size (10) must be divisible by minimal possible batch size (3)"
+    ) in bad.stderr
