@@ -20,7 +20,7 @@ from clusterctl.errors import SpecError
 from clusterctl.lint.frameworks import fidelity_findings, fidelity_notes, parser_flags
 from clusterctl.spec import load_spec
 from clusterctl.spec.models import VerlWorkload
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_cli
 
 CACHE = Path.home() / ".cache" / "clusterctl" / "frameworks"
 
