@@ -37,17 +37,18 @@ def run_job(workdir: Path, assets: Path, nodes: int, steps: int) -> dict[str, ob
     sets = [
         f"slurm.nodes={nodes}",
         f"container.mounts=[{{source: {assets}, target: /verl}}]",
-        f"resume.checkpoint_dir=/verl/checkpoints/bench-{nodes}",
+        f"resume.checkpoint_dir=/verl/checkpoints/bench-{nodes}",  # fresh: nothing to resume
         "resume.save_every=100000",
         "workload.overrides.data.train_batch_size=8",
         "workload.overrides.actor_rollout_ref.actor.ppo_mini_batch_size=8",
         f"workload.overrides.trainer.total_training_steps={steps}",
-        "workload.overrides.trainer.resume_mode=disable",
     ]
     args = ["clusterctl", "render", str(EXAMPLE), "-o", str(workdir / "bundle")]
     for assignment in sets:
         args += ["--set", assignment]
-    subprocess.run(args, check=True, capture_output=True, text=True)
+    rendered = subprocess.run(args, capture_output=True, text=True)
+    if rendered.returncode != 0:
+        raise SystemExit(rendered.stderr)
     submitted = time.time()
     job_id = subprocess.run(
         ["sbatch", "--parsable", str(workdir / "bundle" / "job.sbatch")],

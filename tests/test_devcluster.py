@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from clusterctl.devcluster import cluster
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_cli
 
 
 def test_checked_in_dev_dockerfile_matches_the_renderer() -> None:
@@ -65,3 +66,12 @@ def test_down_stops_the_separate_engines_the_tests_start() -> None:
     cluster.stop_engines(said.append)
     assert not cluster.ok(["docker", "-H", host, "info"])
     assert "stopped the separate Docker engine downtest" in said
+
+
+def test_assets_needs_an_absolute_directory_and_says_so(tmp_path: Path) -> None:
+    made = run_cli("dev-cluster", "assets", "relative/dir", cwd=tmp_path)
+    assert made.returncode == 2
+    assert made.stderr.strip() == (
+        "error: relative/dir: give an absolute path (it is mounted into a container)"
+    )
+    assert not (tmp_path / "relative").exists()

@@ -28,6 +28,7 @@ CACHE_DIR = Path(os.environ.get("CLUSTERCTL_CACHE_DIR", Path.home() / ".cache" /
 SLURM_CONF = STATE_DIR / "slurm.conf"
 SYSTEM_SLURM_CONF = Path("/etc/slurm/slurm.conf")
 DEV_IMAGE = "clusterctl/dev:latest"
+DEV_VERL_IMAGE = "clusterctl/dev-verl:0.5.0"  # verl_image.py: verl's trainer on CPU
 BASE_IMAGE = "clusterctl/debian-base:bookworm"
 RAY_VERSION = "2.60.0"
 TORCH_VERSION = "2.13.0"
@@ -690,12 +691,13 @@ def down(say: Say, purge: bool = False) -> None:
             shutil.rmtree(directory, ignore_errors=True)
             say(f"removed {directory}")
         if docker_ok():
-            run(["docker", "image", "rm", "-f", DEV_IMAGE, BASE_IMAGE], check=False)
-            say(f"removed the images {DEV_IMAGE} and {BASE_IMAGE}")
+            run(["docker", "image", "rm", "-f", DEV_VERL_IMAGE, DEV_IMAGE, BASE_IMAGE], check=False)
+            say(f"removed the images {DEV_VERL_IMAGE}, {DEV_IMAGE} and {BASE_IMAGE}")
     say("dev cluster down; munged and the main dockerd stay running (other users may need them)")
     if left and not purge:
         kept = ", ".join(f"{d} ({_size(d)})" for d in left)
-        say(f"kept: {kept}, images {DEV_IMAGE} and {BASE_IMAGE}; --purge removes them")
+        images = f"{DEV_VERL_IMAGE}, {DEV_IMAGE} and {BASE_IMAGE}"
+        say(f"kept: {kept}, images {images}; --purge removes them")
 
 
 def status() -> Status:

@@ -19,7 +19,7 @@ from clusterctl.devcluster import cluster
 from clusterctl.errors import UsageError
 
 VERL_VERSION = "0.5.0"
-VERL_IMAGE = f"clusterctl/dev-verl:{VERL_VERSION}"
+VERL_IMAGE = cluster.DEV_VERL_IMAGE
 RECIPE_DIR = Path(__file__).with_name("verl_cpu")
 LOCK = RECIPE_DIR / "requirements.lock"
 CONTEXT_FILES = ("requirements.lock", "clusterctl_verl_cpu.py", "clusterctl_verl_cpu.pth",
