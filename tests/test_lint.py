@@ -381,3 +381,21 @@ def test_slurm_time_in_seconds(text: str, seconds: int | None) -> None:
     from clusterctl.lint.rules import slurm_seconds
 
     assert slurm_seconds(text) == seconds
+
+
+# issue 29 item 4: versions are read as pip reads them (packaging), not split on dots
+@pytest.mark.parametrize(
+    ("ray", "refused"),
+    [("v2.45.0", False), ("2.41.0rc1", True), ("2.41.0", False), ("2.40.0.post1", True)],
+)
+def test_verl_min_ray_reads_versions_as_pip_does(ray: str, refused: bool) -> None:
+    assert ("verl-min-ray" in rule_ids(VERL, [f"versions.ray={ray}"])) is refused
+
+
+def test_a_two_part_version_is_the_same_release_as_its_three_part_spelling() -> None:
+    from clusterctl.spec.images import same_release
+    from clusterctl.spec.presets import same_version
+
+    assert same_version("0.6", "0.6.0") and not same_version("0.6", "0.6.1")
+    assert same_release("7.0.2", "7.0") and same_release("0.11.0.dev", "0.11.0")
+    assert not same_release("0.10.2", "0.11")

@@ -24,6 +24,7 @@ from pathlib import Path
 from clusterctl.lint.registry import Finding, Rule
 from clusterctl.spec.images import image_versions
 from clusterctl.spec.models import JobSpec, OpenRLHFWorkload, VerlWorkload
+from clusterctl.spec.presets import same_version
 
 VERL_UNKNOWN = Rule(
     "verl-unknown-key",
@@ -216,7 +217,11 @@ def verl_python(pinned: str | None) -> str | None:
     $CLUSTERCTL_VERL_PYTHON (several, separated as in PATH), else the one clusterctl runs on."""
     named = os.environ.get("CLUSTERCTL_VERL_PYTHON", "").split(os.pathsep)
     for python in (*named, sys.executable):
-        if python and (version := _verl_version(python)) and pinned in (None, version):
+        if (
+            python
+            and (version := _verl_version(python))
+            and (pinned is None or same_version(pinned, version))
+        ):
             return python
     return None
 
@@ -309,7 +314,7 @@ def openrlhf_site(pinned: str | None, path: SearchPath = None) -> Path | None:
     directory of $CLUSTERCTL_FRAMEWORK_PATH), where its version is ``pinned``."""
     for entry in path or _search_path():
         installed = installed_version("openrlhf", (entry,))
-        if installed is not None and (pinned is None or installed == pinned):
+        if installed is not None and (pinned is None or same_version(installed, pinned)):
             root = package_dir("openrlhf", (entry,))
             return root.parent if root is not None else None
     return None

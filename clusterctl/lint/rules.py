@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from packaging.version import Version
+
 from clusterctl.lint.registry import FieldPath, rule
 from clusterctl.lint.workload import (
     OPENRLHF_FLAGS,
@@ -58,8 +60,8 @@ def _version(spec: JobSpec, field: str) -> tuple[str | None, FieldPath]:
     return image_versions(spec.container.image).get(field), ("container", "image")
 
 
-def _ray(spec: JobSpec) -> tuple[int, ...]:
-    return parse_version(spec.versions.ray) or (0,)
+def _ray(spec: JobSpec) -> Version:
+    return parse_version(spec.versions.ray) or Version("0")
 
 
 # ---- GPU arithmetic -------------------------------------------------------------------------
@@ -292,7 +294,7 @@ def _amd_visibility(spec: JobSpec) -> Findings:
 )
 def _noset(spec: JobSpec) -> Findings:
     env = _env(spec)
-    hip_era = _ray(spec)[:2] >= RAY_HIP_SWITCH
+    hip_era = _ray(spec) >= RAY_HIP_SWITCH
     for name, (path, value) in env.items():
         if not name.startswith("RAY_EXPERIMENTAL_NOSET_"):
             continue
@@ -315,7 +317,7 @@ def _noset(spec: JobSpec) -> Findings:
     "seeds: OpenRLHF on MI300X; OpenRLHF #667",
 )
 def _ray_212(spec: JobSpec) -> Findings:
-    if _vendor(spec) == "amd" and _ray(spec)[:2] == (2, 12):
+    if _vendor(spec) == "amd" and _ray(spec).release[:2] == (2, 12):
         yield ("versions", "ray"), f"Ray {spec.versions.ray} on {spec.hardware.preset}"
 
 
@@ -327,7 +329,7 @@ def _ray_212(spec: JobSpec) -> Findings:
     "verl setup.py: ray[default]>=2.41.0; seeds: below 2.40 `ray job submit` fails",
 )
 def _verl_ray(spec: JobSpec) -> Findings:
-    if isinstance(spec.workload, VerlWorkload) and _ray(spec) < (2, 41):
+    if isinstance(spec.workload, VerlWorkload) and _ray(spec) < Version("2.41"):
         yield ("versions", "ray"), f"Ray {spec.versions.ray} is older than verl supports"
 
 
@@ -340,7 +342,8 @@ def _verl_ray(spec: JobSpec) -> Findings:
 )
 def _vllm_sync(spec: JobSpec) -> Findings:
     vllm, path = _version(spec, "vllm")
-    if (parse_version(vllm) or ())[:3] != (0, 4, 3):
+    version = parse_version(vllm)
+    if version is None or version.release[:3] != (0, 4, 3):
         return
     wl = spec.workload
     if isinstance(wl, OpenRLHFWorkload) and openrlhf_weight_sync(wl) in ("cuda-ipc", "none"):
@@ -377,7 +380,7 @@ def _rocm_min(spec: JobSpec) -> Findings:
     preset = PRESETS[spec.hardware.preset]
     text, path = _version(spec, "rocm")
     rocm = parse_version(text)
-    if preset.min_rocm and rocm and rocm[:2] < preset.min_rocm:
+    if preset.min_rocm and rocm and rocm < preset.min_rocm:
         yield path, f"ROCm {text} on {preset.name}"
 
 
@@ -434,7 +437,8 @@ def _fp16(spec: JobSpec) -> Findings:
 )
 def _compile(spec: JobSpec) -> Findings:
     rocm, _ = _version(spec, "rocm")
-    if _vendor(spec) != "amd" or (parse_version(rocm) or ())[:2] != (6, 2):
+    version = parse_version(rocm)
+    if _vendor(spec) != "amd" or version is None or version.release[:2] != (6, 2):
         return
     for name, (path, text) in _env(spec).items():
         if name.startswith("TORCHINDUCTOR_MAX_AUTOTUNE") and text not in ("0", "false"):
@@ -503,7 +507,9 @@ def _gpu_mem(spec: JobSpec) -> Findings:
         pinned = parse_version(spec.versions.openrlhf)
         # the flag and its default (0.9, then 0.95) exist since OpenRLHF 0.5.8 (commit c10f02bd,
         # train_ppo_ray.py); an older release has no such setting to judge
-        if setting.key is None and (vllm_shape(wl)[0] == 0 or (pinned and pinned < (0, 5, 8))):
+        if setting.key is None and (
+            vllm_shape(wl)[0] == 0 or (pinned and pinned < Version("0.5.8"))
+        ):
             return
     else:
         return

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from clusterctl.spec.models import BuildSpec, JobSpec
+from clusterctl.spec.presets import parse_version
 
 # name in the tag -> the versions: field it states
 _FIELDS = {"verl": "verl", "rocm": "rocm", "vllm": "vllm", "py": "python", "cuda": "cuda"}
@@ -53,9 +54,11 @@ def image_versions(image: str) -> dict[str, str]:
 def same_release(declared: str, stated: str) -> bool:
     """True when a declared version agrees with what a tag states, to the tag's precision:
     a tag's "7.0" agrees with "7.0.2", "0.11.0" (of "0.11.0.dev") with "0.11.0"."""
-    have = declared.split(".")
-    want = stated.split(".")
-    return have[: len(want)] == want or want[: len(have)] == have
+    have, want = parse_version(declared), parse_version(stated)
+    if have is None or want is None:
+        return declared == stated
+    shorter = min(len(have.release), len(want.release))
+    return have.release[:shorter] == want.release[:shorter]
 
 
 @dataclass(frozen=True)

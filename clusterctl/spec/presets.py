@@ -10,12 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from packaging.version import InvalidVersion, Version
+
 Vendor = Literal["amd", "nvidia", "none"]
 PresetName = Literal["mi300x", "mi250x", "h100", "h800", "h200", "h20", "b200", "a100", "none"]
 
 # Ray moved AMD GPU masking from ROCR_VISIBLE_DEVICES to HIP_VISIBLE_DEVICES in 2.45
 # (ray-project/ray#53737, verl #1399/#1471): the "do not touch visibility" switch follows it.
-RAY_HIP_SWITCH = (2, 45)
+RAY_HIP_SWITCH = Version("2.45")
 
 # Environment every container of an AMD node gets. Each value: its upstream source and the
 # versions it applies to. Not set (current upstream says to avoid them globally):
@@ -91,15 +93,15 @@ class Preset:
     shm_size: str = "2g"
     collective_env: dict[str, str] = field(default_factory=dict)
     visibility_vars: tuple[str, ...] = ()
-    min_rocm: tuple[int, int] | None = None
+    min_rocm: Version | None = None
     busbw_floors: tuple[BusbwFloor, ...] = ()
 
-    def ray_noset_var(self, ray_version: tuple[int, ...] | None) -> str | None:
+    def ray_noset_var(self, ray_version: Version | None) -> str | None:
         """The RAY_EXPERIMENTAL_NOSET_* variable that keeps Ray from rewriting GPU visibility."""
         if self.vendor == "nvidia":
             return "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"
         if self.vendor == "amd":
-            if ray_version is not None and ray_version[:2] < RAY_HIP_SWITCH:
+            if ray_version is not None and ray_version < RAY_HIP_SWITCH:
                 return "RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES"
             return "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES"
         return None
@@ -131,7 +133,7 @@ PRESETS: dict[str, Preset] = {
     "mi300x": Preset(
         name="mi300x",
         gpus_per_node=8,
-        min_rocm=(6, 2),
+        min_rocm=Version("6.2"),
         busbw_floors=MI300X_FLOORS,
         **_AMD,  # type: ignore[arg-type]
     ),
@@ -176,18 +178,19 @@ def busbw_floor(
     return None, f"{preset.name}'s public floors, {known}, not applied: {why}"
 
 
-def parse_version(text: str | None) -> tuple[int, ...] | None:
-    """'2.45.0' -> (2, 45, 0); tolerant of suffixes such as '0.6.4.post1' or '6.2.0-rc1'."""
+def parse_version(text: str | None) -> Version | None:
+    """A version as pip reads it (PEP 440, packaging): 'v2.45.0', '0.6.4.post1' and
+    '6.2.0-rc1' are versions, a pre-release sorts before its release ('2.41.0rc1' < '2.41'),
+    '0.6' equals '0.6.0'; None for text that is no version."""
     if not text:
         return None
-    parts: list[int] = []
-    for piece in text.replace("-", ".").split("."):
-        digits = ""
-        for ch in piece:
-            if not ch.isdigit():
-                break
-            digits += ch
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts) or None
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def same_version(a: str, b: str) -> bool:
+    """The same release as pip sees it ('0.6' is '0.6.0'); text that is no version: equal text."""
+    va, vb = parse_version(a), parse_version(b)
+    return va == vb if va is not None and vb is not None else a == b

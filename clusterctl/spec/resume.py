@@ -16,13 +16,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from packaging.version import Version
+
 from clusterctl.spec.presets import parse_version
 
 if TYPE_CHECKING:
     from clusterctl.spec.models import JobSpec, OverrideValue
 
 # OpenRLHF 0.10.2 switched from flat (--actor_num_nodes) to dotted (--actor.num_nodes) flags.
-OPENRLHF_DOTTED_SINCE = (0, 10, 2)
+OPENRLHF_DOTTED_SINCE = Version("0.10.2")
 OPENRLHF_NAMES = {  # setting -> (flat, dotted)
     "dir": ("ckpt_path", "ckpt.path"),
     "every": ("save_steps", "ckpt.save_steps"),
