@@ -102,3 +102,36 @@ def test_sacct_knows_a_job_slurmctld_has_forgotten() -> None:
 def test_a_job_neither_slurmctld_nor_accounting_knows_is_none() -> None:
     # the dev cluster keeps no accounting: sacct fails, and that is not an error
     assert job_state("999999") is None
+
+
+# issue 29 item 7: `ls` and the records read a run directory's name one way, from the right
+def test_run_directory_names_with_dashes_digits_and_run_in_the_job_name() -> None:
+    from clusterctl.jobs.records import RunName, parse_run_directory
+
+    assert parse_run_directory("grpo-run-a-123") == RunName("grpo-run-a", "123", 0)
+    assert parse_run_directory("grpo-run-a-123-run2") == RunName("grpo-run-a", "123", 2)
+    assert parse_run_directory("verl-7b-4242_3") == RunName("verl-7b", "4242_3", 0)
+    assert parse_run_directory("notes") is None
+
+
+def test_ls_lists_a_job_whose_name_holds_run(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from clusterctl.cli import main
+
+    for name in ("grpo-run-a-123", "grpo-run-a-123-run1", "other-1234"):
+        (tmp_path / name).mkdir()
+    listed = CliRunner().invoke(main, ["ls", "--logs-root", str(tmp_path)])
+    assert listed.exit_code == 0, listed.output
+    rows = [line.split("│")[1:4] for line in listed.output.splitlines() if "grpo" in line]
+    assert sorted([c.strip() for c in row] for row in rows) == [
+        ["123", "grpo-run-a", "0"],
+        ["123", "grpo-run-a", "1"],
+    ]
+    from clusterctl.jobs.records import run_directories
+
+    assert [p.name for p in run_directories("123", tmp_path)] == [
+        "grpo-run-a-123",
+        "grpo-run-a-123-run1",
+    ]
+    assert run_directories("1234", tmp_path) == [tmp_path / "other-1234"]

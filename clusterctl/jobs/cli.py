@@ -21,6 +21,7 @@ from clusterctl.jobs.records import (
     PHASE_LOGS,
     RunRecord,
     check_job_id,
+    parse_run_directory,
     read_timeline,
     run_directories,
     summarize,
@@ -341,11 +342,10 @@ def list_jobs(logs_root: Path) -> None:
         reverse=True,
     )
     for directory in dirs:
-        stem = directory.name
-        run = "0"
-        if "-run" in stem:
-            stem, run = stem.rsplit("-run", 1)
-        name, _, job_id = stem.rpartition("-")
+        parsed = parse_run_directory(directory.name)
+        if parsed is None:
+            continue  # not a run directory of job.sbatch's naming
+        name, job_id, run = parsed.job_name, parsed.job_id, str(parsed.run)
         record = summarize(directory, read_timeline(directory))
         if record.status is None:
             state = job_state(job_id)

@@ -52,16 +52,35 @@ def check_job_id(job_id: str) -> str:
     return job_id
 
 
+# A run's log directory, as job.sbatch names it: NAME-JOBID, a requeued run NAME-JOBID-runN
+# (the job's name may itself hold dashes, digits and "-run").
+RUN_DIRECTORY = re.compile(r"^(?P<name>.+)-(?P<job>[0-9]+(?:_[0-9]+)?)(?:-run(?P<run>[0-9]+))?$")
+
+
+@dataclass(frozen=True)
+class RunName:
+    job_name: str
+    job_id: str
+    run: int
+
+
+def parse_run_directory(name: str) -> RunName | None:
+    """NAME-JOBID[-runN] read from the right, where job.sbatch put the job id and run."""
+    found = RUN_DIRECTORY.match(name)
+    if not found:
+        return None
+    return RunName(found["name"], found["job"], int(found["run"] or 0))
+
+
 def run_directories(job_id: str, root: Path) -> list[Path]:
     """The log directories of every run of JOB_ID under ROOT, first run first."""
     check_job_id(job_id)
-    found = [*root.glob(f"*-{job_id}"), *root.glob(f"*-{job_id}-run*")]
-
-    def run_of(path: Path) -> int:
-        match = re.search(r"-run([0-9]+)$", path.name)
-        return int(match.group(1)) if match else 0
-
-    return sorted((p for p in found if p.is_dir()), key=run_of)
+    runs = [
+        (parsed.run, path)
+        for path in root.glob(f"*-{job_id}*")
+        if path.is_dir() and (parsed := parse_run_directory(path.name)) and parsed.job_id == job_id
+    ]
+    return [path for _run, path in sorted(runs)]
 
 
 def read_timeline(directory: Path) -> list[dict[str, Any]]:
