@@ -55,3 +55,12 @@ def test_doctor_puts_the_stall_explanation_first(tmp_path: Path) -> None:
     first = hits[0].as_dict()
     assert first["id"] == "stall-evidence"
     assert str(first["meaning"]).startswith("the workload stalled: 2 of 3 ranks wait in all_reduce")
+
+
+def test_a_qualified_name_in_a_collective_file_is_a_collective() -> None:
+    """py-spy names PyNcclCommunicator.broadcast so on Python >= 3.11 (issue 29 item 3)."""
+    text = (CAPTURED.parent / "pynccl-qualified" / "node2.txt").read_text()
+    (stack,) = parse_evidence("node2", text)
+    assert stack.frames[0][0] == "PyNcclCommunicator.broadcast"
+    assert stack.state == "S (sleeping)"
+    assert (stack.kind(), stack.collective()) == ("collective", "broadcast")

@@ -1,5 +1,5 @@
-"""Explain a stalled job from the evidence its watch captured (stall/NODE.txt: py-spy dumps of
-every Ray worker and the workload on every node).
+"""Explain a stalled job from the evidence its watch captured (stall/NODE.txt: the state and
+py-spy's JSON dump of every Ray worker and the workload on every node).
 
 The usual picture of a hang in distributed training: every rank waits in a collective
 (all_reduce, broadcast, barrier ...) for one rank that is somewhere else: in its data loader,
@@ -10,6 +10,7 @@ fabric itself is stuck.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,19 +24,24 @@ COLLECTIVE_FILES = re.compile(r"distributed|nccl|gloo|collective|pynccl", re.I)
 SERVICE = re.compile(r"^ray::(IDLE|DashboardAgent|RuntimeEnvAgent|JobSupervisor)\b")
 WAITING_ON_RAY = re.compile(r"^(get|wait|get_objects|_wait_for_\w+)$")
 NO_PY_SPY = "@@ py-spy is not in the image"  # what cc_node_evidence writes without it
-FRAME = re.compile(r"^\s+(?P<func>\S+) \((?P<file>[^:()]+)(?::(?P<line>\d+))?\)\s*$")
-THREAD = re.compile(r'^Thread \S+ \((?P<state>[^)]*)\): "(?P<name>[^"]*)"')
+# /proc/PID/status State: the letters that mean a process cannot run at all
+HALTED = {"T": "stopped (SIGSTOP or job control)", "t": "stopped by a debugger", "Z": "a zombie"}
 
 
 @dataclass
 class Stack:
-    """One process's dump: its node, pid, command and its main thread's frames, innermost
-    first."""
+    """One process's dump: its node, pid, command, state and its main thread's frames,
+    innermost first, as (function, file:line)."""
 
     node: str
     pid: str
     command: str
-    frames: list[tuple[str, str]] = field(default_factory=list)  # (function, file:line)
+    frames: list[tuple[str, str]] = field(default_factory=list)
+    state: str = ""  # /proc/PID/status State, e.g. "S (sleeping)", "T (stopped)"
+    error: str = ""  # py-spy's words when it could not read the stack
+
+    def halted(self) -> str:
+        return HALTED.get(self.state[:1], "")
 
     def kind(self) -> str:
         """collective, ray-wait (a driver blocked in ray.get), service, elsewhere or empty."""
@@ -44,18 +50,15 @@ class Stack:
         if not self.frames:
             return "empty"
         for func, where in self.frames:
-            if COLLECTIVES.match(func) and COLLECTIVE_FILES.search(where):
+            if _collective(func, where):
                 return "collective"
         func, where = self.frames[0]
-        if "ray/" in where and (WAITING_ON_RAY.match(func) or "worker.py" in where):
+        if "ray/" in where and (WAITING_ON_RAY.match(_bare(func)) or "worker.py" in where):
             return "ray-wait"
         return "elsewhere"
 
     def collective(self) -> str:
-        return next(
-            (f for f, w in self.frames if COLLECTIVES.match(f) and COLLECTIVE_FILES.search(w)),
-            "",
-        )
+        return next((_bare(f) for f, w in self.frames if _collective(f, w)), "")
 
     def top(self) -> str:
         """The innermost frame that is not the standard library's or Ray's own."""
@@ -65,33 +68,60 @@ class Stack:
         return f"{self.frames[0][0]} ({self.frames[0][1]})" if self.frames else "?"
 
 
+def _bare(func: str) -> str:
+    """py-spy names functions by their qualified name on Python >= 3.11
+    ("PyNcclCommunicator.broadcast"): the function is the last part."""
+    return func.rsplit(".", 1)[-1]
+
+
+def _collective(func: str, where: str) -> bool:
+    return bool(COLLECTIVES.match(_bare(func)) and COLLECTIVE_FILES.search(where))
+
+
 def parse_evidence(node: str, text: str) -> list[Stack]:
-    """The stacks in one node's evidence file (``@@ pid N: CMD`` then py-spy's dump)."""
+    """The stacks in one node's evidence file: per process ``@@ pid N: CMD``, ``@@ state N:
+    STATE`` and py-spy's JSON dump (a list of threads, each with its frames)."""
     stacks: list[Stack] = []
+    body: list[str] = []
     current: Stack | None = None
-    in_main = False
+
+    def close() -> None:
+        if current is not None:
+            _read_dump(current, "\n".join(body))
+
     for line in text.splitlines():
-        found = re.match(r"^@@ pid (\d+): (.*)$", line)
-        if found:
-            current = Stack(node, found.group(1), found.group(2).strip())
-            stacks.append(current)
-            in_main = False
-            continue
         if line.startswith("@@"):
-            current = None
+            found = re.match(r"^@@ pid (\d+): (.*)$", line)
+            state = re.match(r"^@@ state (\d+): (.*)$", line)
+            if state and current is not None and state.group(1) == current.pid:
+                current.state = state.group(2).strip()
+                continue
+            close()
+            body = []
+            current = Stack(node, found.group(1), found.group(2).strip()) if found else None
+            if current is not None:
+                stacks.append(current)
             continue
-        if current is None:
-            continue
-        thread = THREAD.match(line)
-        if thread:
-            # the main thread runs the task (Ray actors) or the program (the workload)
-            in_main = thread.group("name") == "MainThread"
-            continue
-        frame = FRAME.match(line)
-        if frame and in_main:
-            where = frame.group("file") + (f":{frame.group('line')}" if frame.group("line") else "")
-            current.frames.append((frame.group("func"), where))
+        body.append(line)
+    close()
     return stacks
+
+
+def _read_dump(stack: Stack, text: str) -> None:
+    """The main thread's frames from py-spy's JSON; py-spy's own words when it failed."""
+    try:
+        threads = json.loads(text)
+    except ValueError:
+        stack.error = " ".join(text.split())[:200]
+        return
+    for thread in threads if isinstance(threads, list) else []:
+        # the main thread runs the task (Ray actors) or the program (the workload)
+        if isinstance(thread, dict) and thread.get("thread_name") == "MainThread":
+            stack.frames = [
+                (str(f.get("name")), f"{f.get('filename')}:{f.get('line')}")
+                for f in thread.get("frames") or []
+                if isinstance(f, dict)
+            ]
 
 
 @dataclass(frozen=True)
@@ -106,6 +136,18 @@ def explain(stacks: list[Stack]) -> Explanation | None:
     """What the stacks say about the stall; None when there are no stacks to judge."""
     if not stacks:
         return None
+    halted = [s for s in stacks if s.halted() and s.kind() != "service"]
+    if halted:
+        waits = sorted({s.collective() for s in stacks if s.kind() == "collective"})
+        nodes = tuple(sorted({s.node for s in halted}))
+        who = ", ".join(f"{s.node} pid {s.pid} ({s.command}) is {s.halted()}" for s in halted)
+        return Explanation(
+            f"{who}; the others wait in {'/'.join(waits) or 'their next step'}",
+            f"a process of the job cannot run: {', '.join(nodes)} is the node to look at "
+            "(who stopped it: a debugger, a kill -STOP, a terminal's job control)",
+            f"continue it (kill -CONT) or resubmit without {', '.join(nodes)}",
+            nodes,
+        )
     ranks = [s for s in stacks if s.kind() in ("collective", "elsewhere")]
     if not ranks:
         return Explanation("no process held a stack", "", "read the dumps in stall/", ())

@@ -208,4 +208,11 @@ def test_a_hung_rank_is_caught_by_the_stall_watch_with_evidence(
     doctor = run_cli("doctor", "--job", job.job_id, "--json", cwd=tmp_path)
     first = json.loads(doctor.stdout)[0]
     assert first["id"] == "stall-evidence", doctor.stdout
+    # the stopped rank is read too (py-spy --nonblocking) and named by its state
+    assert re.search(
+        r"node3 pid \d+ \(ray::WorkerDict\S*\) is stopped \(SIGSTOP or job control\); the "
+        r"others wait in \w+",
+        first["meaning"],
+    ), first["meaning"]
+    assert first["cause"].startswith("a process of the job cannot run: node3 is the node")
     assert containers_of(job) == []
