@@ -4,7 +4,7 @@ Loaded in every Python of the dev verl image by clusterctl_verl_cpu.pth, and a n
 DEV_VERL_CPU_PATCHES=1 (the example spec sets it in container.env, where a reader sees
 it). Each patch is applied when the verl or torch module it concerns is first imported, and
 names the verl 0.5.0 code it works around. Any other verl release refuses to import: these
-patches were written against 0.5.0 alone (see ../shared/research/verl-on-cpu.md).
+patches were written against 0.5.0 alone (README: "verl's own trainer on the dev cluster").
 """
 
 from __future__ import annotations
