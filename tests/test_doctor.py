@@ -119,3 +119,21 @@ def test_real_ray_log_of_a_port_collision_is_found() -> None:
     hits = scan_files([FIXTURES / "real" / "worker-dashboard-agent-port-collision.log"])
     assert [h.signature.id for h in hits] == ["port-in-use"]
     assert hits[0].count >= 1 and "52365" in hits[0].line
+
+
+def test_an_unmatched_traceback_is_unrecognised_never_silence(tmp_path: Path) -> None:
+    """issue 28 item 4: the real verl failure of this project's first CPU run (verl 0.5.0 on the
+    dev cluster before the gloo patch, tests/fixtures/doctor/real/README.md), its cause
+    unknown to every signature: said as unrecognised, with NCCL's warnings of the file."""
+    log = FIXTURES / "real" / "verl-no-nccl-backend-on-cpu.log"
+    (hit,) = scan_files([log])
+    d = hit.as_dict()
+    assert d["id"] == "unrecognised"
+    assert d["meaning"] == "an error no signature knows: RuntimeError"
+    assert d["cause"] == "No available nccl backend found on device type cpu."
+    # a known cause in the same log wins: the unrecognised line is not added
+    known = tmp_path / "both.log"
+    known.write_bytes(
+        log.read_bytes() + (FIXTURES / "signatures" / "nccl-shm-exhausted.log").read_bytes()
+    )
+    assert [h.signature.id for h in scan_files([known])] == ["nccl-shm-exhausted"]

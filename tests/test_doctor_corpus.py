@@ -23,7 +23,6 @@ KNOWN_MISSES = {
     "amd-visibility__ray-46563-rocr-num-gpus-sees-all.log",  # Ray's GPU count, no error line
     "iface__nccl-tests-219-different-ifnames-per-node.log",  # only NCCL's "internal error"
     "pg-pending__scalingup-6-no-gpu-registered.log",  # autoscaler wording for no GPU node
-    "skew__llamafactory-6047-vllm-version-refused.log",  # a framework's own version check
     "skew__vllm-611-activation-ops-undefined-symbol.log",  # an older vLLM ops module name
 }
 
@@ -54,4 +53,4 @@ def test_score_and_what_was_held_out() -> None:
     named = [c for c in failures if c["file"] not in KNOWN_MISSES]
     named_held_out = [c for c in held_out if c["file"] not in KNOWN_MISSES]
     assert len(failures) == 29 and len(held_out) == 22
-    assert (len(named), len(named_held_out)) == (24, 17)  # 83 % of all, 77 % held out
+    assert (len(named), len(named_held_out)) == (25, 18)  # 86 % of all, 82 % held out

@@ -120,11 +120,42 @@ def read_lines(
         yield from _numbered(tail_data[skip:], head_lines + middle_lines + 1)
 
 
+# A traceback's last line (a Python exception, bare or behind Ray's "(Actor pid=N) " prefix)
+# and NCCL's warnings: what a log says went wrong even when no signature knows the words.
+TRACEBACK = re.compile(r"Traceback \(most recent call last\):")
+EXCEPTION_LINE = re.compile(
+    r"^(?:\S*\(\S+ pid=\d+(?:, ip=[\d.]+)?\)\S*\s+)?"
+    r"(?P<exception>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)): (?P<message>.+)$"
+)
+NCCL_WARN = re.compile(r"\bNCCL WARN\b")
+UNRECOGNISED = Signature(
+    "unrecognised",
+    None,  # what no signature matched: the run's first unexplained traceback
+    "an error no signature knows: {exception}",
+    "{message}",
+    "read the traceback at this line{context}; `clusterctl doctor` names the causes in its "
+    "README list, and this is not one of them",
+    "none known to clusterctl",
+    "the log itself (no signature matched)",
+)
+
+
 def scan_lines(lines: Iterable[tuple[str, int, str]]) -> list[Hit]:
-    """Judge (file, line number, text) triples; one hit per signature and cause."""
+    """Judge (file, line number, text) triples; one hit per signature and cause. When no
+    signature names a cause, the first traceback nobody matched is reported as unrecognised,
+    with the NCCL warnings of its file: never silence."""
     hits: dict[tuple[str, str], Hit] = {}
+    tracebacks: set[str] = set()  # files that hold a traceback
+    unmatched: list[tuple[str, int, str, re.Match[str]]] = []
+    warnings: dict[str, list[str]] = {}
     for file, number, text in lines:
+        if TRACEBACK.search(text):
+            tracebacks.add(file)
+        if NCCL_WARN.search(text):
+            warnings.setdefault(file, []).append(text.strip())
         if ANY_SIGNATURE.search(text) is None:
+            if (last := EXCEPTION_LINE.match(text.strip())):
+                unmatched.append((file, number, text, last))
             continue
         for sig in SIGNATURES:
             match = sig.match(text)
@@ -138,7 +169,20 @@ def scan_lines(lines: Iterable[tuple[str, int, str]]) -> list[Hit]:
             else:
                 hits[key] = Hit(sig, file, number, text, fields, files={file})
     order = {sig.id: i for i, sig in enumerate(SIGNATURES)}
-    return sorted(hits.values(), key=lambda h: (order[h.signature.id], h.file, h.line_no))
+    found = sorted(hits.values(), key=lambda h: (order[h.signature.id], h.file, h.line_no))
+    if unmatched and all(h.signature.id == GENERIC for h in found):
+        file, number, text, match = unmatched[0]
+        context = warnings.get(file, [])[:3]
+        fields = {
+            "exception": match["exception"],
+            "message": match["message"][:300],
+            "context": f" (NCCL said: {' | '.join(context)})" if context else "",
+        }
+        found.append(Hit(UNRECOGNISED, file, number, text, fields, files={file}))
+    return found
+
+
+GENERIC = "clusterctl-fail"  # clusterctl's own FAIL line: it names the node, not the cause
 
 
 def scan_files(paths: Iterable[Path], notes: list[str] | None = None) -> list[Hit]:

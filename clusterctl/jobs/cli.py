@@ -178,7 +178,7 @@ def _print_status(
         console.print("doctor: no known failure signature in the logs beyond the cause above")
 
 
-GENERIC_SIGNATURE = "clusterctl-fail"  # clusterctl's own FAIL line: status prints it already
+from clusterctl.doctor.scan import GENERIC as GENERIC_SIGNATURE  # status prints it already
 
 
 def _doctor_top(job_id: str, root: Path) -> dict[str, str] | None:
