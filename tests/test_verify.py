@@ -243,6 +243,30 @@ def test_nvidia_mig_mode_is_named_with_its_fix() -> None:
     assert by_check(healthy, "h100-w", "gpu-mode") == []  # the same GPU, MIG disabled
 
 
+def test_amd_compute_partitions_are_named_with_their_fix() -> None:
+    # 8 x MI300X in CPX: amd-smi lists 64 processors, 8 per GPU with its UUID (amd-smi's own
+    # CLI output, generated/amdsmi_cli_stubbed.py list cpx; the shape of the ROCm blog's capture)
+    cpx = fixture("amd-smi-list-cpx.json")
+    results = judge_all(
+        facts_of(gather_text("mi-c", sections("amd", **{"amd-smi-list": (0, cpx)}))), AMD
+    )
+    [gpus] = by_check(results, "mi-c", "gpus")
+    assert gpus.status == OK and gpus.reason.startswith("8 GPUs")
+    [mode] = by_check(results, "mi-c", "gpu-mode")
+    assert mode.status == FAIL and not mode.drain
+    assert mode.reason.startswith("compute partitions: 8 physical GPUs are listed as 64 (8 each")
+    assert "amd-smi set --gpu all --compute-partition SPX" in mode.fix
+    whole = judge_all(facts_of(gather_text("mi-w", sections("amd"))), AMD)
+    assert by_check(whole, "mi-w", "gpu-mode") == []  # the same node in SPX
+    # the generated listing groups as the real CPX capture does: 8 alike (BDF, UUID) per GPU
+    real = fixture("real/amd-smi-list-csv-cpx-8xmi300x-partial.txt").splitlines()
+    rows = [line.split(",") for line in real if line[:1].isdigit()]
+    real_groups = {(bdf, uuid) for _gpu, bdf, uuid in rows}
+    assert len(rows) == 16 and all(sum(r[1:] == list(g) for r in rows) == 8 for g in real_groups)
+    generated = [(g["bdf"], g["uuid"]) for g in json.loads(cpx)]
+    assert len(generated) == 64 and {generated.count(g) for g in set(generated)} == {8}
+
+
 def test_mismatched_driver_and_runtime_name_the_odd_node() -> None:
     odd_static = fixture("amd-smi-static.json").replace('"6.8.5"', '"6.3.6"')
     nodes = [gather_text(f"gpu-{n}", sections("amd", n)) for n in (1, 2)]

@@ -212,6 +212,8 @@ class GpuInventory:
     # checks whose section could not be read: check -> the tool's own words
     unread: tuple[tuple[str, str], ...] = ()
     mig: tuple[str, ...] = ()  # indexes of GPUs in MIG mode (nvidia-smi mig.mode.current)
+    # AMD compute partitions: the processors amd-smi lists when more than the physical GPUs
+    partitions: int = 0
 
 
 @dataclass(frozen=True)
@@ -309,16 +311,28 @@ def amd_inventory(facts: NodeFacts) -> GpuInventory | Unreadable | None:
         for check, name in (("gpu-processes", "amd-smi-process"), ("gpu-ecc", "amd-smi-ecc"))
         if (said := _unread(facts.section(name))) is not None
     )
+    # In a compute partition mode (DPX, QPX, CPX) amd-smi lists each partition as a GPU, with
+    # its physical GPU's UUID (ROCm/amdsmi#132; the ROCm blog's CPX capture: 64 listed, 8 alike)
+    physical = len({_physical_id(g) for g in listed})
     return GpuInventory(
         "amd-smi",
-        len(listed),
+        physical,
         models,
         ",".join(sorted(d for d in drivers if d)),
         rocm,
         tuple(foreign),
         tuple(ecc),
         unread,
+        partitions=len(listed) if len(listed) > physical else 0,
     )
+
+
+def _physical_id(gpu: dict[str, Any]) -> str:
+    """A listed processor's physical GPU: its UUID, else its BDF without the function."""
+    uuid = str(gpu.get("uuid") or "")
+    if uuid and uuid != "N/A":
+        return uuid
+    return str(gpu.get("bdf") or gpu.get("gpu")).rsplit(".", 1)[0]
 
 
 def _rocm_smi_inventory(facts: NodeFacts) -> GpuInventory | Unreadable | None:
@@ -455,6 +469,21 @@ def judge_gpus(facts: NodeFacts, expect: Expect) -> list[Result]:
                 "physical GPUs): training needs whole GPUs",
                 "disable MIG: `nvidia-smi -i N -mig 0` for each, then reset the GPU "
                 "(`nvidia-smi -i N -r`) or reboot; or run on nodes without MIG",
+            )
+        )
+    if inv.partitions:
+        # the operator's partition mode: a job that wants whole GPUs cannot run here, another
+        # (one rank per partition) may, so it is not drained for it
+        out.append(
+            Result(
+                n,
+                "gpu-mode",
+                FAIL,
+                f"compute partitions: {inv.count} physical GPUs are listed as {inv.partitions} "
+                f"({inv.partitions // max(inv.count, 1)} each; a mode other than SPX, "
+                "`amd-smi static --partition` names it): training needs whole GPUs",
+                "set SPX: `amd-smi set --gpu all --compute-partition SPX` (and "
+                "`--memory-partition NPS1`), then reload amdgpu; or run on nodes in SPX",
             )
         )
     unread = dict(inv.unread)
