@@ -40,6 +40,13 @@ def test_which_excerpts_are_real_lines() -> None:
     real = {p.stem for p in (FIXTURES / "signatures").glob("*.log") if p.read_bytes() in corpus}
     assert real == {
         "container-killed",  # real/README.md: captured on the dev cluster
+        "vllm-tp-exceeds-ray-gpus",
+        "cuda-oom",
+        "shm-bus-error",
+        "nccl-remote-error",
+        "extension-built-for-other-torch",
+        "pip-dependency-conflict",
+        "transformers-newer-than-vllm",
         "nccl-shm-exhausted",
         "nccl-ib-completion-error",
         "ib-memlock",

@@ -23,7 +23,8 @@ KNOWN_MISSES = {
     "amd-visibility__ray-46563-rocr-num-gpus-sees-all.log",  # Ray's GPU count, no error line
     "iface__nccl-tests-219-different-ifnames-per-node.log",  # only NCCL's "internal error"
     "pg-pending__scalingup-6-no-gpu-registered.log",  # autoscaler wording for no GPU node
-    "skew__vllm-611-activation-ops-undefined-symbol.log",  # an older vLLM ops module name
+    # (skew__llamafactory-6047 is named only by `unrecognised` quoting LLaMA-Factory's own
+    # version message: no signature knows it)
 }
 
 
@@ -44,13 +45,23 @@ def test_a_clean_run_gives_no_finding(case: dict[str, object]) -> None:
     assert diagnosis(CORPUS / str(case["file"])) == ""
 
 
+# The second collection (10 logs): seven signatures were written from them, so none of them
+# counts as held out, whether or not it became an excerpt.
+WRITTEN_FROM = {str(c["file"]) for c in CASES[34:]}
+
+
 def test_score_and_what_was_held_out() -> None:
     """The signatures were written from upstream message formats; some of their excerpts are
-    copies of corpus logs, so the corpus minus those is the held-out part."""
+    copies of corpus logs, so the corpus minus those (and minus WRITTEN_FROM) is the
+    held-out part."""
     failures = [c for c in CASES if not c["clean"]]
     excerpts = {p.read_bytes() for p in SIGNATURE_EXCERPTS.glob("*.log")}
-    held_out = [c for c in failures if (CORPUS / c["file"]).read_bytes() not in excerpts]
+    held_out = [
+        c
+        for c in failures
+        if (CORPUS / c["file"]).read_bytes() not in excerpts and c["file"] not in WRITTEN_FROM
+    ]
     named = [c for c in failures if c["file"] not in KNOWN_MISSES]
     named_held_out = [c for c in held_out if c["file"] not in KNOWN_MISSES]
-    assert len(failures) == 29 and len(held_out) == 22
-    assert (len(named), len(named_held_out)) == (25, 18)  # 86 % of all, 82 % held out
+    assert len(failures) == 39 and len(held_out) == 22
+    assert (len(named), len(named_held_out)) == (36, 19)  # 92 % of all, 86 % held out

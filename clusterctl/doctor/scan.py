@@ -154,7 +154,7 @@ def scan_lines(lines: Iterable[tuple[str, int, str]]) -> list[Hit]:
         if NCCL_WARN.search(text):
             warnings.setdefault(file, []).append(text.strip())
         if ANY_SIGNATURE.search(text) is None:
-            if (last := EXCEPTION_LINE.match(text.strip())):
+            if last := EXCEPTION_LINE.match(text.strip()):
                 unmatched.append((file, number, text, last))
             continue
         for sig in SIGNATURES:

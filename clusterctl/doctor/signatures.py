@@ -84,9 +84,20 @@ SIGNATURES: tuple[Signature, ...] = (
         "verl #2515, #3358, #242",
     ),
     _sig(
+        "vllm-tp-exceeds-ray-gpus",
+        r"Tensor parallel size \((?P<tp>\d+)\) exceeds available GPUs \((?P<gpus>\d+)\)",
+        "vLLM asks Ray for {tp} GPUs for one engine and Ray has {gpus} where it looks",
+        "a node not joined to Ray, or joined under another address: on a host with two NICs Ray "
+        "registers the first one's IP while vLLM asks for a bundle on its own (VLLM_HOST_IP)",
+        "start every node's Ray on the fabric's address (ray start --node-ip-address) and set "
+        "VLLM_HOST_IP to the same one; wait until every node has joined",
+        "clusterctl starts Ray on each node's address and waits for all nodes with their GPUs",
+        "spark-vllm-docker #227",
+    ),
+    _sig(
         "pending-placement-group",
         r"\b[1-9]\d*\+? pending placement groups?|"
-        r"[Ww]aiting for (the )?placement group",
+        r"[Ww]aiting for (the |creating a )?placement group",
         "a placement group cannot be scheduled, so the job hangs",
         "nodes with different GPU counts, or fewer than 3 Ray CPUs per GPU for verl's bundles",
         "use homogeneous nodes and enough Ray CPUs per node",
@@ -209,6 +220,28 @@ SIGNATURES: tuple[Signature, ...] = (
         "tune gpu_memory_utilization or enable parameter/optimizer offload",
         "rule gpu-memory-utilization",
         "verl #2245",
+    ),
+    _sig(
+        "cuda-oom",
+        r"torch\.(cuda\.)?OutOfMemoryError|CUDA out of memory\. Tried to allocate",
+        "a process ran out of GPU memory (CUDA)",
+        "more than the GPU holds: micro batch sizes, sequence length or log-prob batches too "
+        "large, vLLM's gpu_memory_utilization too high beside training, or optimizer state "
+        "kept on the GPU",
+        "lower the micro batch sizes / max tokens per GPU or gpu_memory_utilization; offload "
+        "the optimizer or parameters to host memory",
+        "rule gpu-memory-utilization",
+        "skypilot PR #10269 (slime RL), issue 28",
+    ),
+    _sig(
+        "shm-bus-error",
+        r"bus error encountered in worker\. This might be caused by insufficient shared memory|"
+        r"killed by signal: Bus error|unable to write to file </torch_",
+        "a data loader worker ran out of shared memory (/dev/shm)",
+        "the container's /dev/shm is too small (Docker's default is 64 MB)",
+        "give the container shared memory: container.shm_size (or --ipc=host)",
+        "container.shm_size from the preset; preflight reads each node's /dev/shm",
+        "Megatron-LM #878, hopsworks #1557, pangeo-docker-images #258",
     ),
     _sig(
         "ray-oom-kill",
@@ -438,6 +471,46 @@ SIGNATURES: tuple[Signature, ...] = (
         "set GLOO_SOCKET_IFNAME to the interface the nodes share",
         "network.socket_ifname sets GLOO_SOCKET_IFNAME too",
         "PyTorch ProcessGroupGloo.cpp ('Gloo connectFullMesh failed'); sglang#3226",
+    ),
+    _sig(
+        "nccl-remote-error",
+        r"ncclRemoteError|remote process exited or there was a network error",
+        "NCCL lost a peer: a remote rank exited or the network between them failed",
+        "a rank died on another node first (its own error comes earlier in time), or the "
+        "fabric dropped the connection (an IB/RoCE link, a switch, a bad node)",
+        "find the first failure on the other nodes (clusterctl doctor --job); if none, run "
+        "clusterctl verify and the self-test on these nodes and drain the one that fails",
+        "the self-test's all-reduce over every node pair before training",
+        "NCCL #2076",
+    ),
+    _sig(
+        "extension-built-for-other-torch",
+        r"(?P<lib>[\w.-]+\.so): undefined symbol: _ZN\w*c10",
+        "a compiled extension ({lib}) does not match the installed torch",
+        "it was built against another torch release (C++ ABI): flash-attn, vLLM or apex "
+        "wheels are built per torch version",
+        "install the extension's wheel built for this torch (or pin torch to the one it names)",
+        "the image pins torch with the framework (versions:, container.build)",
+        "open-r1 #684 (flash-attn 2.8 vs torch 2.6)",
+    ),
+    _sig(
+        "pip-dependency-conflict",
+        r"ResolutionImpossible|because these package versions have conflicting dependencies",
+        "pip could not install the image's packages together",
+        "two pins conflict: e.g. a framework's exact transformers pin against what its vLLM needs",
+        "use the framework and vLLM releases its own docs pair; clusterctl validate runs pip's "
+        "resolver on container.build.pip_packages",
+        "validate's pip resolve check of the image's packages",
+        "OpenRLHF #967",
+    ),
+    _sig(
+        "transformers-newer-than-vllm",
+        r"has no attribute all_special_tokens_extended",
+        "the installed transformers is newer than this vLLM supports",
+        "transformers 5 removed the tokenizer attribute older vLLM releases read",
+        "pin transformers below 5 (the release this vLLM names) or upgrade vLLM",
+        "versions: in the spec, and the image build's pins",
+        "rllm #388",
     ),
     _sig(
         "vllm-built-for-other-torch",

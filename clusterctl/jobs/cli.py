@@ -178,18 +178,18 @@ def _print_status(
         console.print("doctor: no known failure signature in the logs beyond the cause above")
 
 
-from clusterctl.doctor.scan import GENERIC as GENERIC_SIGNATURE  # status prints it already
 
 
 def _doctor_top(job_id: str, root: Path) -> dict[str, str] | None:
     """doctor's first explanation for the job's logs that says more than the FAIL line."""
-    from clusterctl.doctor.scan import job_log_files, scan_files
+    from clusterctl.doctor.scan import GENERIC, job_log_files, scan_files
 
     try:
         hits = scan_files(job_log_files(job_id, root), [])
     except UsageError:
         return None
-    specific = [h for h in hits if h.as_dict()["id"] != GENERIC_SIGNATURE]
+    # clusterctl's own FAIL line: status prints it already
+    specific = [h for h in hits if h.signature.id != GENERIC]
     if not specific:
         return None
     d = specific[0].as_dict()
