@@ -118,7 +118,10 @@ def _read_dump(stack: Stack, text: str) -> None:
         # the main thread runs the task (Ray actors) or the program (the workload)
         if isinstance(thread, dict) and thread.get("thread_name") == "MainThread":
             stack.frames = [
-                (str(f.get("name")), f"{f.get('filename')}:{f.get('line')}")
+                (
+                    str(f.get("name")),
+                    f"{f.get('short_filename') or f.get('filename')}:{f.get('line')}",
+                )
                 for f in thread.get("frames") or []
                 if isinstance(f, dict)
             ]

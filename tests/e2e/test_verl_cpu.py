@@ -33,13 +33,15 @@ def assets(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def verl_job(workdir: Path, assets: Path, *sets: str) -> Path:
-    """The example's job.sbatch, its /verl mount on ASSETS, its checkpoints this test's own."""
+def verl_job(workdir: Path, assets: Path, *sets: str, selftest: bool = False) -> Path:
+    """The example's job.sbatch, its /verl mount on ASSETS, its checkpoints this test's own;
+    the self-test only where a test is about the bring-up (it adds seconds to every job)."""
     ckpt = f"/verl/checkpoints/{workdir.name}"
     args = ["render", str(EXAMPLE), "-o", str(workdir / "bundle")]
     for assignment in (
         f"container.mounts=[{{source: {assets}, target: /verl}}]",
         f"resume.checkpoint_dir={ckpt}",
+        *([] if selftest else ["selftest.enabled=false"]),
         *sets,
     ):
         args += ["--set", assignment]
@@ -67,7 +69,7 @@ def wait_for_step(job: Job, step: int, seconds: float = 300) -> None:
 
 
 def test_verl_grpo_runs_to_completion_with_checkpoints(tmp_path: Path, assets: Path) -> None:
-    job, rc, _ = sbatch(tmp_path, verl_job(tmp_path, assets))
+    job, rc, _ = sbatch(tmp_path, verl_job(tmp_path, assets, selftest=True))
     assert rc == 0, job.log
     # verl's trainer pool placed across the 3 nodes by Ray's GPU resources, as on GPUs
     assert "ray: all 3 nodes joined" in job.log
@@ -132,8 +134,8 @@ def test_time_limit_checkpoint_then_a_resubmitted_job_resumes_from_it(
             first_dir,
             assets,
             ckpt,
-            "slurm.time=4",
-            "slurm.signal_grace=150",
+            "slurm.time=3",
+            "slurm.signal_grace=100",
             "slurm.checkpoint_grace=30",
             "resume.save_every=100000",
             f"{TOTAL_STEPS}=100000",
@@ -187,7 +189,7 @@ def test_a_hung_rank_is_caught_by_the_stall_watch_with_evidence(
         tmp_path,
         assets,
         f"{TOTAL_STEPS}=100000",
-        "watch.stall_seconds=30",
+        "watch.stall_seconds=15",
     )
     job, _, _ = sbatch(tmp_path, script, wait=False)
     wait_for_step(job, 2)
