@@ -64,3 +64,14 @@ def test_a_qualified_name_in_a_collective_file_is_a_collective() -> None:
     assert stack.frames[0][0] == "PyNcclCommunicator.broadcast"
     assert stack.state == "S (sleeping)"
     assert (stack.kind(), stack.collective()) == ("collective", "broadcast")
+
+
+def test_a_stopped_verl_rank_is_named_by_its_state() -> None:
+    """Real evidence of verl 0.5.0 with node3's worker stopped (fixtures/stall/README.md)."""
+    found = explain_directory(CAPTURED.parent / "verl-stopped-rank")
+    assert found is not None and found.suspects == ("node3",)
+    assert found.meaning == (
+        "node3 pid 148 (ray::WorkerDict.actor_rollout_generate_sequences) is stopped (SIGSTOP or "
+        "job control); the others wait in all_gather_single"
+    )
+    assert found.fix == "continue it (kill -CONT) or resubmit without node3"

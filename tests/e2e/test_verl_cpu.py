@@ -64,6 +64,9 @@ def wait_for_step(job: Job, step: int, seconds: float = 300) -> None:
         logs = list((job.workdir / "clusterctl-logs").glob(f"*-{job.job_id}/workload.log"))
         if logs and [int(s) for s in STEP.findall(logs[0].read_text()) if int(s) >= step]:
             return
+        queued = subprocess.run(["squeue", "-h", "-j", job.job_id], capture_output=True, text=True)
+        if not queued.stdout.strip():
+            raise AssertionError(f"job {job.job_id} ended before step:{step}:\n{job.log}")
         time.sleep(1)
     raise AssertionError(f"job {job.job_id} printed no step:{step} within {seconds}s")
 
@@ -189,7 +192,7 @@ def test_a_hung_rank_is_caught_by_the_stall_watch_with_evidence(
         tmp_path,
         assets,
         f"{TOTAL_STEPS}=100000",
-        "watch.stall_seconds=15",
+        "watch.stall_seconds=30",  # more than verl's start-up before its first step line
     )
     job, _, _ = sbatch(tmp_path, script, wait=False)
     wait_for_step(job, 2)
