@@ -178,8 +178,6 @@ def _print_status(
         console.print("doctor: no known failure signature in the logs beyond the cause above")
 
 
-
-
 def _doctor_top(job_id: str, root: Path) -> dict[str, str] | None:
     """doctor's first explanation for the job's logs that says more than the FAIL line."""
     from clusterctl.doctor.scan import GENERIC, job_log_files, scan_files
