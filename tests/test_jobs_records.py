@@ -135,3 +135,15 @@ def test_ls_lists_a_job_whose_name_holds_run(tmp_path: Path) -> None:
         "grpo-run-a-123-run1",
     ]
     assert run_directories("1234", tmp_path) == [tmp_path / "other-1234"]
+
+
+# issue 29 item 8: a cause quoting bytes that are not UTF-8 must not stop `status`
+def test_a_timeline_with_bytes_that_are_not_utf8_is_read(tmp_path: Path) -> None:
+    from clusterctl.jobs.records import read_timeline, summarize
+
+    (tmp_path / "timeline.json").write_bytes(
+        b'[{"phase": "setup", "t": 1.0}, {"phase": "end", "t": 2.0, "status": 1, '
+        b'"failed_node": "n1", "cause": "docker: \xff\xfe bad bytes"}]'
+    )
+    record = summarize(tmp_path, read_timeline(tmp_path))
+    assert record.status == 1 and record.cause == "docker: \ufffd\ufffd bad bytes"

@@ -87,11 +87,17 @@ def read_timeline(directory: Path) -> list[dict[str, Any]]:
     """The run's timeline: timeline.json once it ended, else the lines written so far."""
     done = directory / "timeline.json"
     if done.is_file():
-        return list(json.loads(done.read_text()))
+        return list(json.loads(_text(done)))
     partial = directory / "timeline.jsonl"
     if not partial.is_file():
         return []
-    return [json.loads(line) for line in partial.read_text().splitlines() if line.strip()]
+    return [json.loads(line) for line in _text(partial).splitlines() if line.strip()]
+
+
+def _text(path: Path) -> str:
+    """A file job.sbatch wrote: a failure cause may quote a tool's bytes that are not UTF-8,
+    which read as U+FFFD rather than stopping `status`."""
+    return path.read_bytes().decode("utf-8", errors="replace")
 
 
 def summarize(directory: Path, timeline: list[dict[str, Any]]) -> RunRecord:
