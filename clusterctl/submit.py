@@ -6,13 +6,15 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from clusterctl.errors import UsageError
 from clusterctl.render.bundle import SCRIPT
 
-POLL_SECONDS = 0.5  # sbatch --wait backs off to polls tens of seconds apart
+# Polls start fast (a failing job ends in seconds) and back off to one every 30 s, as sbatch
+# --wait's own polling does: a 3-day job asks slurmctld about 8,700 times, not 518,000.
+POLL_FIRST, POLL_GROWTH, POLL_MOST = 0.5, 1.5, 30.0
 
 
 def sbatch_command(bundle_dir: Path) -> list[str]:
@@ -31,9 +33,20 @@ def job_exit_status(scontrol_job: str) -> int | None:
     return code or (128 + signal if signal else 0)
 
 
-def wait_for_job(job_id: str, poll: float = POLL_SECONDS) -> int:
-    """Poll squeue until the job has left the queue; its exit status."""
+def poll_intervals() -> Iterator[float]:
+    """Seconds between polls: POLL_FIRST, growing by POLL_GROWTH up to POLL_MOST."""
+    interval = POLL_FIRST
     while True:
+        yield interval
+        interval = min(interval * POLL_GROWTH, POLL_MOST)
+
+
+def wait_for_job(job_id: str) -> int:
+    """Poll squeue (backing off) until the job has left the queue; its exit status, from
+    slurmctld or, once slurmctld has forgotten the job (MinJobAge), from accounting."""
+    from clusterctl.jobs.slurm import job_state
+
+    for interval in poll_intervals():
         queued = subprocess.run(
             ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True
         )
@@ -41,9 +54,9 @@ def wait_for_job(job_id: str, poll: float = POLL_SECONDS) -> int:
             break
         if queued.returncode != 0 and "Invalid job id" in queued.stderr:
             break
-        time.sleep(poll)
-    info = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True)
-    status = job_exit_status(info.stdout)
+        time.sleep(interval)
+    state = job_state(job_id)
+    status = job_exit_status(f"ExitCode={state.exit_code}") if state else None
     if status is None:
         raise UsageError(f"job {job_id} ended, but SLURM no longer reports its exit status")
     return status

@@ -147,3 +147,19 @@ def test_a_timeline_with_bytes_that_are_not_utf8_is_read(tmp_path: Path) -> None
     )
     record = summarize(tmp_path, read_timeline(tmp_path))
     assert record.status == 1 and record.cause == "docker: \ufffd\ufffd bad bytes"
+
+
+# issue 29 item 6: waiting backs off (sbatch --wait does too), so a long job is not a flood
+def test_waiting_polls_back_off_to_one_every_thirty_seconds() -> None:
+    from itertools import islice
+
+    from clusterctl.submit import poll_intervals
+
+    first = list(islice(poll_intervals(), 12))
+    assert first[0] == 0.5 and first == sorted(first) and first[-1] == 30.0
+    elapsed, calls = 0.0, 0
+    for interval in poll_intervals():
+        if elapsed >= 3 * 24 * 3600:
+            break
+        elapsed, calls = elapsed + interval, calls + 1
+    assert calls < 9000  # a 3-day job: 518,400 squeue calls at the old fixed 0.5 s
