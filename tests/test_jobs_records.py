@@ -163,3 +163,22 @@ def test_waiting_polls_back_off_to_one_every_thirty_seconds() -> None:
             break
         elapsed, calls = elapsed + interval, calls + 1
     assert calls < 9000  # a 3-day job: 518,400 squeue calls at the old fixed 0.5 s
+
+
+# issue 29 item 5: `logs -f` decodes the file as one stream and copies it a chunk at a time
+def test_a_character_split_across_two_reads_stays_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import codecs
+
+    from clusterctl.jobs import cli
+
+    monkeypatch.setattr(cli, "LOG_CHUNK", 3)  # several chunks, one ending inside "é"
+    log = tmp_path / "workload.log"
+    log.write_bytes("step 1 café ".encode()[:-2])  # ends inside "é" (0xc3 0xa9)
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    offset = cli._copy_new(log, 0, decoder)
+    with log.open("ab") as handle:
+        handle.write("é ".encode()[1:] + "step 2 ✓\n".encode())
+    cli._copy_new(log, offset, decoder)
+    assert capsys.readouterr().out == "step 1 café step 2 ✓\n"

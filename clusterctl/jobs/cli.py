@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import functools
 import json
 import shlex
@@ -227,29 +228,44 @@ def logs(job_id: str, logs_root: Path, follow: bool, node: str | None, phase: st
     _print_file(path, job_id, follow)
 
 
+LOG_CHUNK = 1 << 20  # a log is copied a MiB at a time, never read whole into memory
+SLURM_EVERY = 5.0  # seconds between asks of SLURM whether a followed job has ended
+
+
 def _print_file(path: Path, job_id: str, follow: bool) -> None:
     # While the job runs, batch.log links to SLURM's output file, and at its end it is
     # replaced by the run's own lines: follow the file SLURM writes, which stays.
     if path.is_symlink():
         path = path.resolve()
+    # one decoder for the whole file: a character split across two reads stays whole
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     offset = 0
     ended_at: float | None = None
+    next_ask = 0.0
     while True:
-        if path.exists():
-            with path.open("rb") as handle:
-                handle.seek(offset)
-                data = handle.read()
-            if data:
-                sys.stdout.write(data.decode(errors="replace"))
-                sys.stdout.flush()
-                offset += len(data)
-        if not follow:
-            return
-        if ended_at is None and has_ended(job_state(job_id)):
-            ended_at = time.monotonic()  # read what the cleanup still writes, then stop
-        if ended_at is not None and time.monotonic() - ended_at > 2:
+        offset = _copy_new(path, offset, decoder)
+        now = time.monotonic()
+        if follow and ended_at is None and now >= next_ask:
+            next_ask = now + SLURM_EVERY
+            if has_ended(job_state(job_id)):
+                ended_at = now  # read what the cleanup still writes, then stop
+        if not follow or (ended_at is not None and now - ended_at > 2):
+            sys.stdout.write(decoder.decode(b"", final=True))
             return
         time.sleep(0.5)
+
+
+def _copy_new(path: Path, offset: int, decoder: codecs.IncrementalDecoder) -> int:
+    """Write what PATH gained after OFFSET to stdout; the new offset."""
+    if not path.exists():
+        return offset
+    with path.open("rb") as handle:
+        handle.seek(offset)
+        while chunk := handle.read(LOG_CHUNK):
+            sys.stdout.write(decoder.decode(chunk))
+            offset += len(chunk)
+    sys.stdout.flush()
+    return offset
 
 
 @click.command()
