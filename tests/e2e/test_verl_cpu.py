@@ -163,6 +163,34 @@ def test_time_limit_checkpoint_then_a_resubmitted_job_resumes_from_it(
     assert f"global_step_{last + 2}" in {p.name for p in saved.glob("global_step_*")}
 
 
+def test_scancel_keeps_verls_checkpoints_and_a_resubmitted_job_resumes(
+    tmp_path: Path, assets: Path
+) -> None:
+    """scancel has no checkpoint-before-kill for verl (a running verl cannot be told to save:
+    SIGTERM ends it), so what a cancelled job leaves is verl's save_every checkpoints."""
+    first_dir, second_dir = tmp_path / "first", tmp_path / "second"
+    first_dir.mkdir()
+    second_dir.mkdir()
+    ckpt = f"resume.checkpoint_dir=/verl/checkpoints/{tmp_path.name}"
+    first, _, _ = sbatch(
+        first_dir,
+        verl_job(first_dir, assets, ckpt, "resume.save_every=2", f"{TOTAL_STEPS}=100000"),
+        wait=False,
+    )
+    wait_for_step(first, 5)
+    cancel = run_cli("cancel", first.job_id, cwd=first_dir, timeout=180)
+    assert cancel.returncode == 0, cancel.stderr
+    assert containers_of(first) == []
+    saved = checkpoints(assets, tmp_path)
+    last = int((saved / "latest_checkpointed_iteration.txt").read_text())
+    assert last >= 4 and last % 2 == 0
+    second, rc, _ = sbatch(
+        second_dir, verl_job(second_dir, assets, ckpt, f"{TOTAL_STEPS}={last + 2}")
+    )
+    assert rc == 0, second.log
+    assert steps(second) == [last + 1, last + 2]  # the global step continues
+
+
 def test_a_node_lost_mid_run_fails_the_job_naming_it(tmp_path: Path, assets: Path) -> None:
     script = verl_job(tmp_path, assets, f"{TOTAL_STEPS}=100000")
     job, _, _ = sbatch(tmp_path, script, wait=False)
