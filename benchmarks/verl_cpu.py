@@ -19,6 +19,7 @@ from pathlib import Path
 
 from benchmarks import save_results
 from clusterctl.devcluster import verl_image
+from clusterctl.jobs.slurm import queued
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "verl-grpo-cpu-dev-cluster.yaml"
@@ -60,7 +61,7 @@ def run_job(workdir: Path, assets: Path, nodes: int, steps: int) -> dict[str, ob
     ).stdout.strip()
     # the workload log has no clock: the first step line is stamped as it appears
     first_step_seen = None
-    while _queued(job_id):
+    while queued(job_id):
         log = next(iter((workdir / "clusterctl-logs").glob("*/workload.log")), None)
         if first_step_seen is None and log and "step:1 - " in log.read_text(errors="replace"):
             first_step_seen = time.time()
@@ -81,11 +82,6 @@ def run_job(workdir: Path, assets: Path, nodes: int, steps: int) -> dict[str, ob
         else None,
         "job_seconds": round(float(end["t"]) - start, 1),
     }
-
-
-def _queued(job_id: str) -> bool:
-    out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%i"], capture_output=True, text=True)
-    return bool(out.stdout.strip())
 
 
 def main() -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterctl.jobs.slurm import queued
 from tests.conftest import ROOT, run_cli
 from tests.e2e.test_jobs import FAIL_FAST_DEADLINE, Job, containers_of, finish, sbatch
 
@@ -64,8 +65,7 @@ def wait_for_step(job: Job, step: int, seconds: float = 300) -> None:
         logs = list((job.workdir / "clusterctl-logs").glob(f"*-{job.job_id}/workload.log"))
         if logs and [int(s) for s in STEP.findall(logs[0].read_text()) if int(s) >= step]:
             return
-        queued = subprocess.run(["squeue", "-h", "-j", job.job_id], capture_output=True, text=True)
-        if not queued.stdout.strip():
+        if not queued(job.job_id):
             raise AssertionError(f"job {job.job_id} ended before step:{step}:\n{job.log}")
         time.sleep(1)
     raise AssertionError(f"job {job.job_id} printed no step:{step} within {seconds}s")
@@ -123,13 +123,26 @@ def test_verl_ppo_with_critic_and_reference_runs(tmp_path: Path, assets: Path) -
     assert containers_of(job) == []
 
 
-def test_time_limit_checkpoint_then_a_resubmitted_job_resumes_from_it(
-    tmp_path: Path, assets: Path
-) -> None:
+def two_runs(tmp_path: Path) -> tuple[Path, Path, str]:
+    """Work directories of a first run and its resubmission, sharing one checkpoint dir."""
     first_dir, second_dir = tmp_path / "first", tmp_path / "second"
     first_dir.mkdir()
     second_dir.mkdir()
-    ckpt = f"resume.checkpoint_dir=/verl/checkpoints/{tmp_path.name}"
+    return first_dir, second_dir, f"resume.checkpoint_dir=/verl/checkpoints/{tmp_path.name}"
+
+
+def resubmit_resumes(second_dir: Path, assets: Path, ckpt: str, last: int) -> None:
+    """A resubmitted job runs two more steps from verl's newest checkpoint, LAST."""
+    script = verl_job(second_dir, assets, ckpt, f"{TOTAL_STEPS}={last + 2}")
+    second, rc, _ = sbatch(second_dir, script)
+    assert rc == 0, second.log
+    assert steps(second) == [last + 1, last + 2]  # the global step continues
+
+
+def test_time_limit_checkpoint_then_a_resubmitted_job_resumes_from_it(
+    tmp_path: Path, assets: Path
+) -> None:
+    first_dir, second_dir, ckpt = two_runs(tmp_path)
     # verl saves only when clusterctl's stop time comes near (save_every is never reached)
     first, rc, _ = sbatch(
         first_dir,
@@ -152,14 +165,7 @@ def test_time_limit_checkpoint_then_a_resubmitted_job_resumes_from_it(
     last = int((saved / "latest_checkpointed_iteration.txt").read_text())
     assert 2 <= last <= max(steps(first))
     assert containers_of(first) == []
-    second, rc, _ = sbatch(
-        second_dir,
-        verl_job(
-            second_dir, assets, ckpt, f"workload.overrides.trainer.total_training_steps={last + 2}"
-        ),
-    )
-    assert rc == 0, second.log
-    assert steps(second) == [last + 1, last + 2]  # the global step continues
+    resubmit_resumes(second_dir, assets, ckpt, last)
     assert f"global_step_{last + 2}" in {p.name for p in saved.glob("global_step_*")}
 
 
@@ -168,10 +174,7 @@ def test_scancel_keeps_verls_checkpoints_and_a_resubmitted_job_resumes(
 ) -> None:
     """scancel has no checkpoint-before-kill for verl (a running verl cannot be told to save:
     SIGTERM ends it), so what a cancelled job leaves is verl's save_every checkpoints."""
-    first_dir, second_dir = tmp_path / "first", tmp_path / "second"
-    first_dir.mkdir()
-    second_dir.mkdir()
-    ckpt = f"resume.checkpoint_dir=/verl/checkpoints/{tmp_path.name}"
+    first_dir, second_dir, ckpt = two_runs(tmp_path)
     first, _, _ = sbatch(
         first_dir,
         verl_job(first_dir, assets, ckpt, "resume.save_every=2", f"{TOTAL_STEPS}=100000"),
@@ -184,11 +187,7 @@ def test_scancel_keeps_verls_checkpoints_and_a_resubmitted_job_resumes(
     saved = checkpoints(assets, tmp_path)
     last = int((saved / "latest_checkpointed_iteration.txt").read_text())
     assert last >= 4 and last % 2 == 0
-    second, rc, _ = sbatch(
-        second_dir, verl_job(second_dir, assets, ckpt, f"{TOTAL_STEPS}={last + 2}")
-    )
-    assert rc == 0, second.log
-    assert steps(second) == [last + 1, last + 2]  # the global step continues
+    resubmit_resumes(second_dir, assets, ckpt, last)
 
 
 def test_a_node_lost_mid_run_fails_the_job_naming_it(tmp_path: Path, assets: Path) -> None:
