@@ -23,10 +23,10 @@ def sbatch_command(bundle_dir: Path) -> list[str]:
     return ["sbatch", "--parsable", str(script)]
 
 
-def job_exit_status(scontrol_job: str) -> int | None:
-    """The job's exit status from `scontrol show job -o`: its code, else 128 + the signal
-    that ended it; None when SLURM no longer reports it."""
-    found = re.search(r"\bExitCode=(\d+):(\d+)", scontrol_job)
+def job_exit_status(exit_code: str) -> int | None:
+    """The job's exit status from SLURM's "code:signal": its code, else 128 + the signal
+    that ended it; None when that is not what SLURM reported."""
+    found = re.fullmatch(r"(\d+):(\d+)", exit_code)
     if found is None:
         return None
     code, signal = int(found.group(1)), int(found.group(2))
@@ -56,7 +56,7 @@ def wait_for_job(job_id: str) -> int:
             break
         time.sleep(interval)
     state = job_state(job_id)
-    status = job_exit_status(f"ExitCode={state.exit_code}") if state else None
+    status = job_exit_status(state.exit_code) if state else None
     if status is None:
         raise UsageError(f"job {job_id} ended, but SLURM no longer reports its exit status")
     return status

@@ -10,18 +10,9 @@ import pytest
 
 from clusterctl.errors import UsageError
 from clusterctl.jobs.records import read_timeline, run_directories, summarize
-from clusterctl.jobs.slurm import has_ended, job_state, parse_sacct_job, parse_scontrol_job
+from clusterctl.jobs.slurm import has_ended, job_state, parse_sacct_job, parse_squeue_job
 
 CLEAN_JOB = Path(__file__).parent / "fixtures" / "doctor" / "clean-job"
-
-# `scontrol show job -o 161` on the dev cluster (SLURM 22.05), trimmed of unrelated fields
-SCONTROL_RUNNING = (
-    "JobId=161 JobName=cpu-smoke UserId=root(0) GroupId=root(0) Priority=4294901600 "
-    "JobState=RUNNING Reason=None Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 "
-    "ExitCode=0:0 RunTime=00:00:12 TimeLimit=00:15:00 NodeList=node[1-3] "
-    "BatchHost=node1 NumNodes=3 NumCPUs=3 StdOut=/tmp/w/clusterctl-cpu-smoke-161.out"
-)
-
 
 def test_a_finished_run_has_phase_durations_and_its_outcome() -> None:
     record = summarize(CLEAN_JOB, read_timeline(CLEAN_JOB))
@@ -69,31 +60,42 @@ def test_runs_of_a_requeued_job_are_in_order(tmp_path: Path) -> None:
         run_directories("7; rm -rf /", tmp_path)
 
 
-def test_scontrol_output_is_read_as_slurm_prints_it() -> None:
-    state = parse_scontrol_job(SCONTROL_RUNNING)
-    assert state is not None
-    assert (state.job_id, state.name, state.state, state.nodes) == (
-        "161",
-        "cpu-smoke",
+SQUEUE = Path(__file__).parent / "fixtures" / "slurm"
+
+
+# issue 29 item 2: squeue's fields, never `scontrol show job -o` split at spaces
+def test_squeue_output_is_read_field_by_field() -> None:
+    running = parse_squeue_job((SQUEUE / "squeue-running.txt").read_text())
+    assert running is not None
+    assert (running.job_id, running.name, running.state, running.nodes) == (
+        "566",
+        "grpo | run a",
         "RUNNING",
-        "node[1-3]",
+        "node[1-2]",
     )
-    assert not has_ended(state)
-    ended = parse_scontrol_job(SCONTROL_RUNNING.replace("RUNNING", "CANCELLED"))
-    assert has_ended(ended)
-    assert parse_scontrol_job("slurm_load_jobs error: Invalid job id specified") is None
+    assert running.elapsed == "0:06" and not has_ended(running)
+    failed = parse_squeue_job((SQUEUE / "squeue-failed.txt").read_text())
+    assert failed is not None and has_ended(failed)
+    assert failed.name == "a very long job name | with pipes and spaces ok"
+    assert failed.exit_code == "3:0"  # the raw wait status 768, as scontrol says it
+    killed = parse_squeue_job((SQUEUE / "squeue-killed.txt").read_text())
+    assert killed is not None and (killed.state, killed.exit_code) == ("CANCELLED", "0:15")
+    pending = parse_squeue_job((SQUEUE / "squeue-pending.txt").read_text())
+    assert pending is not None and pending.nodes == "" and not has_ended(pending)
+    assert parse_squeue_job((SQUEUE / "squeue-unknown.txt").read_text()) is None
     assert has_ended(None)
 
 
 def test_sacct_knows_a_job_slurmctld_has_forgotten() -> None:
-    # sacct -X -n -P -o JobID,JobName,State,NodeList,Elapsed,ExitCode -j ID (sacct(1))
-    state = parse_sacct_job("4242|verl-gsm8k|CANCELLED by 0|gpu-[01-02]|02:13:07|0:15\n")
+    # sacct -X -n -P -o JobID,State,NodeList,Elapsed,ExitCode,JobName -j ID (sacct(1))
+    state = parse_sacct_job("4242|CANCELLED by 0|gpu-[01-02]|02:13:07|0:15|verl-gsm8k\n")
     assert state is not None
     assert (state.job_id, state.name, state.state) == ("4242", "verl-gsm8k", "CANCELLED")
     assert (state.nodes, state.elapsed, state.exit_code) == ("gpu-[01-02]", "02:13:07", "0:15")
     assert has_ended(state)
-    pending = parse_sacct_job("4243|x|PENDING|None assigned|00:00:00|0:0")
+    pending = parse_sacct_job("4243|PENDING|None assigned|00:00:00|0:0|x | y")
     assert pending is not None and pending.nodes == "" and not has_ended(pending)
+    assert pending.name == "x | y"
     assert parse_sacct_job("") is None
 
 

@@ -2,7 +2,8 @@
 and every value reaches docker with exactly the bytes the spec gave.
 
 The whole job.sbatch runs, from preflight to cleanup, under argument-logging stand-ins for
-srun, docker, scontrol, squeue and ss (tests/standins/standin.py); hypothesis writes the specs.
+srun, docker, scontrol, sinfo, squeue and ss (tests/standins/standin.py); hypothesis writes
+the specs.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from clusterctl.render import render_bundle
 from clusterctl.spec import load_spec_text
 
 STANDIN = Path(__file__).parent / "standins" / "standin.py"
-TOOLS = ("srun", "docker", "scontrol", "squeue", "ss")
+TOOLS = ("srun", "docker", "scontrol", "sinfo", "squeue", "ss")
 CANARY = f"/tmp/clusterctl-property-canary-{os.getpid()}"  # this run's own
 
 _payloads = st.sampled_from(

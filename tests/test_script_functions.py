@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -95,7 +97,7 @@ def test_node_address_from_slurm(library: Path) -> None:
     result = bash(
         library,
         """
-scontrol() { echo "NodeName=gpu-1 Arch=x86_64 NodeAddr=10.0.3.7 NodeHostName=gpu-1"; }
+sinfo() { printf '10.0.3.7\n10.0.3.7\n'; } # -o %o, a line per partition of the node
 CC_NODE=gpu-1 CC_ADDRESS_SOURCE=slurm CC_ALLOW_LOOPBACK=0
 cc_node_address""",
     )
@@ -139,6 +141,18 @@ def test_json_strings_are_escaped(library: Path) -> None:
         text=True,
     )
     assert result.stdout == 'say \\"hi\\"\\\\ok now'
+
+
+# issue 29 item 8: a cause quoting bytes that are not UTF-8 still makes a strict JSON string
+def test_json_strings_drop_bytes_that_are_not_utf8(library: Path) -> None:
+    cause = b"torch: \xff\xfe broken \xe2\x9c\x93 ok \xe2\x9c"  # the last character cut short
+    result = subprocess.run(
+        ["bash", "-c", 'source "$0"; cc_json_str "$1"', str(library), cause],
+        capture_output=True,
+    )
+    assert result.returncode == 0
+    entry = json.loads(b'{"cause": "' + result.stdout + b'"}')  # bytes: decoded strictly
+    assert entry["cause"] == "torch:  broken \u2713 ok "
 
 
 def test_fail_from_log_reports_the_first_node_failure(library: Path, tmp_path: Path) -> None:
@@ -288,3 +302,55 @@ python3 -c "$CC_WAITER_BOOT" "$CC_WAITER_SIZE" --address 127.0.0.1:1 --head-ip 1
     # the real waiter ran: it parsed its arguments and asked the (absent) head
     assert "GCS at 127.0.0.1:1 did not answer" in result.stderr + result.stdout
     assert 'CLUSTERCTL_RESULT {"status": "head-timeout"}' in result.stdout
+
+
+def deadman(library: Path, tmp_path: Path, beat_age: int, squeue_says: str) -> str:
+    """cc_node_deadman over 20 rounds of its loop (its sleep stubbed), the heartbeat BEAT_AGE
+    seconds old, squeue printing SQUEUE_SAYS; the calls it made to SLURM and docker."""
+    (tmp_path / "heartbeat").touch()
+    os.utime(tmp_path / "heartbeat", (time.time() - beat_age,) * 2)
+    result = bash(
+        library,
+        f"""
+CC_LOG_DIR={tmp_path} CC_JOB_ID=7 CC_RUN=0 CC_NODE=node2 CC_CONTAINER=cc-7-node2
+CC_ORPHAN_TIMEOUT=60 rounds=0
+sleep() {{ ((++rounds <= 20)) || exit 0; }}
+squeue() {{ echo "squeue $*" >> {tmp_path}/calls; printf '%s\\n' '{squeue_says}'; }}
+docker() {{ echo "docker $*" >> {tmp_path}/calls; }}
+cc_node_deadman""",
+    )
+    assert result.returncode == 0, result.stderr
+    calls = tmp_path / "calls"
+    return calls.read_text() if calls.exists() else ""
+
+
+# issue 29 item 6: while the batch side beats, no node asks slurmctld anything
+def test_dead_mans_switch_asks_slurm_nothing_while_the_heartbeat_is_fresh(
+    library: Path, tmp_path: Path
+) -> None:
+    assert deadman(library, tmp_path, 0, "CANCELLED|0|") == ""
+
+
+def test_dead_mans_switch_removes_the_container_of_a_job_slurm_no_longer_runs(
+    library: Path, tmp_path: Path
+) -> None:
+    calls = deadman(library, tmp_path, 30, "CANCELLED|0|")
+    assert calls.splitlines() == [
+        "squeue -h -t all -j 7 -O State:|,RestartCnt:|",
+        "docker rm -f cc-7-node2",
+    ]
+    assert "dead man's switch: SLURM reports job 7 CANCELLED" in (
+        tmp_path / "orphans.log"
+    ).read_text()
+
+
+def test_dead_mans_switch_asks_at_most_every_15_s_and_knows_a_requeue(
+    library: Path, tmp_path: Path
+) -> None:
+    # the heartbeat is late but the job still runs: one question in the 20 quick rounds
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert deadman(library, tmp_path / "a", 30, "RUNNING|0|").count("squeue") == 1
+    calls = deadman(library, tmp_path / "b", 30, "RUNNING|1|")  # run 1 of the job is on
+    assert calls.splitlines()[-1] == "docker rm -f cc-7-node2"
+    assert "requeued" in (tmp_path / "b" / "orphans.log").read_text()

@@ -29,6 +29,7 @@ from clusterctl.jobs.records import (
 )
 from clusterctl.jobs.slurm import has_ended, job_state, queued, scancel
 from clusterctl.remote import remote_options
+from clusterctl.render.templates import render_template
 
 CANCEL_DEADLINE = 120  # seconds for a cancelled job to leave RUNNING (its cleanup included)
 
@@ -313,15 +314,8 @@ def down(job_id: str, logs_root: Path, nodelist: str | None) -> None:
                 ["scontrol", "show", "hostnames", nodes], capture_output=True, text=True, check=True
             ).stdout.split()
         )
-        # this node's containers of the job (nodes may share an engine), as job.sbatch
-        # labels them
-        sweep = (
-            'ids=$(docker ps -aq --filter "label=clusterctl.job=$1" '
-            '--filter "label=clusterctl.node=$SLURMD_NODENAME"); '
-            'if [ -n "$ids" ]; then docker rm -f $ids > /dev/null; '
-            'echo "$SLURMD_NODENAME: removed $(echo $ids | wc -w) container(s)"; '
-            'else echo "$SLURMD_NODENAME: nothing left"; fi'
-        )
+        # the job's own sweep (templates/partials/sweep.sh.j2), run on each of its nodes
+        sweep = render_template("partials/sweep.sh.j2") + 'cc_node_remove_job "$1"\n'
         cmd = ["srun", f"--nodelist={nodes}", f"--nodes={count}", f"--ntasks={count}",
                "--ntasks-per-node=1", "--time=5", f"--job-name=clusterctl-down-{job_id}",
                "bash", "-c", sweep, "_", job_id]  # fmt: skip

@@ -1,8 +1,8 @@
-"""What SLURM says about a job (gather: scontrol / squeue output; judge: pure parsing)."""
+"""What SLURM says about a job, read field by field (squeue -O, sacct -P): never
+`scontrol show job` scraped, whose values may hold spaces."""
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -20,31 +20,48 @@ class JobState:
     exit_code: str
 
 
-def parse_scontrol_job(text: str) -> JobState | None:
-    """`scontrol show job -o ID` output as a JobState; None when SLURM no longer knows it."""
-    fields = dict(re.findall(r"(\w+)=(\S*)", text))
-    if "JobId" not in fields:
-        return None
-    return JobState(
-        job_id=fields["JobId"],
-        name=fields.get("JobName", ""),
-        state=fields.get("JobState", "UNKNOWN"),
-        nodes="" if fields.get("NodeList", "(null)") == "(null)" else fields.get("NodeList", ""),
-        elapsed=fields.get("RunTime", ""),
-        exit_code=fields.get("ExitCode", ""),
-    )
+# Field by field, the name last: a name may hold the delimiter, the other fields cannot.
+SQUEUE_FORMAT = "JobID:|,State:|,TimeUsed:|,exit_code:|,NodeList:|,Name:|"
 
 
-SACCT_FIELDS = "JobID,JobName,State,NodeList,Elapsed,ExitCode"
+def parse_squeue_job(text: str) -> JobState | None:
+    """`squeue -h -t all -j ID -O SQUEUE_FORMAT` output (each field ends in |); None when
+    squeue printed no job line."""
+    for line in text.splitlines():
+        fields = line.split("|", 5)
+        if len(fields) != 6 or not fields[0].isdigit() or not fields[5].endswith("|"):
+            continue
+        job_id, state, elapsed, exit_code, nodes, name = fields
+        return JobState(
+            job_id,
+            name[:-1],
+            state or "UNKNOWN",
+            "" if nodes in ("", "(null)") else nodes,
+            elapsed,
+            _exit_code(exit_code),
+        )
+    return None
+
+
+def _exit_code(value: str) -> str:
+    """SLURM's "code:signal": squeue 22.05 prints the raw wait status (768 for exit 3)."""
+    if not value.isdigit():
+        return value
+    status = int(value)
+    return f"{status >> 8}:{status & 0x7F}"
+
+
+# sacct -P separates by |; the name goes last, as in squeue's format.
+SACCT_FIELDS = "JobID,State,NodeList,Elapsed,ExitCode,JobName"
 
 
 def parse_sacct_job(text: str) -> JobState | None:
     """`sacct -X -n -P -o SACCT_FIELDS -j ID` output (one job line, fields split by |)."""
     for line in text.splitlines():
-        fields = line.split("|")
+        fields = line.split("|", 5)
         if len(fields) != 6 or not fields[0]:
             continue
-        job_id, name, state, nodes, elapsed, exit_code = fields
+        job_id, state, nodes, elapsed, exit_code, name = fields
         # "CANCELLED by 0": the state is the first word
         return JobState(
             job_id,
@@ -58,18 +75,19 @@ def parse_sacct_job(text: str) -> JobState | None:
 
 
 def job_state(job_id: str) -> JobState | None:
-    """SLURM's view of the job: slurmctld's (scontrol), else the accounting database's
-    (sacct) once slurmctld has forgotten it (MinJobAge); None when neither knows it."""
-    if shutil.which("scontrol") is None:
+    """SLURM's view of the job: slurmctld's (squeue, every state), else the accounting
+    database's (sacct) once slurmctld has forgotten it (MinJobAge); None when neither
+    knows it."""
+    if shutil.which("squeue") is None:
         return None
     proc = subprocess.run(
-        ["scontrol", "show", "job", "-o", job_id],
+        ["squeue", "-h", "-t", "all", "-j", job_id, "-O", SQUEUE_FORMAT],
         capture_output=True,
         text=True,
         timeout=30,
         check=False,
     )
-    state = parse_scontrol_job(proc.stdout) if proc.returncode == 0 else None
+    state = parse_squeue_job(proc.stdout) if proc.returncode == 0 else None
     if state is not None or shutil.which("sacct") is None:
         return state
     accounted = subprocess.run(

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from clusterctl.errors import UsageError
+from clusterctl.jobs.slurm import job_state
 from clusterctl.ssh import SshClient, SshOptions, require_paramiko, ssh_error
 
 GATHER_DEADLINE = 120  # seconds for one node's gather (each tool inside is bounded by 20 s)
@@ -110,12 +111,11 @@ def gather_srun(
 
 
 def job_nodes(job_id: str) -> list[str]:
-    """The node names of a SLURM job (scontrol), one per line as SLURM expands them."""
-    info = _run(["scontrol", "show", "job", "-o", job_id])
-    match = re.search(r"\bNodeList=(\S+)", info)
-    if not match or match.group(1) in ("(null)", ""):
+    """The node names of a SLURM job, one per line as SLURM expands them."""
+    state = job_state(job_id)
+    if state is None or not state.nodes:
         raise UsageError(f"job {job_id} has no nodes (is it running?)")
-    return hostnames(match.group(1))
+    return hostnames(state.nodes)
 
 
 def hostnames(nodelist: str) -> list[str]:

@@ -267,7 +267,10 @@ def test_cancel_and_down_over_ssh_through_a_profile(login: LoopbackSshd, tmp_pat
     assert f"job {job_id} failed" in followed and "received SIGTERM" in followed
     down = run_cli("down", job_id, *profile, env=env, cwd=tmp_path, timeout=200)
     assert down.returncode == 0, down.stderr
-    assert sorted(down.stdout.splitlines()) == ["node1: nothing left", "node2: nothing left"]
+    assert sorted(down.stdout.splitlines()) == [
+        f"clusterctl: [node1] no container of job {job_id} left",
+        f"clusterctl: [node2] no container of job {job_id} left",
+    ]
 
 
 def test_submit_refuses_a_login_node_whose_host_key_is_unknown(

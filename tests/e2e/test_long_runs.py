@@ -110,13 +110,17 @@ def test_time_limit_checkpoint_then_the_continuation_resumes_from_it(tmp_path: P
 
 
 def test_a_continuation_runs_without_the_node_that_failed(tmp_path: Path) -> None:
-    # nodes 1-3 allowed, 2 needed: SLURM picks node1 and node2; node2's Docker engine is dead
+    # nodes 1-3 allowed, 2 needed: SLURM picks node1 and node2; node2's Docker engine is dead.
+    # Submitted from a directory with a space in its name (issue 29 item 2): SLURM's record of
+    # the script and of the batch log must be read whole.
+    workdir = tmp_path / "RL runs"
+    workdir.mkdir()
     cluster.route_node("node2", "unix:///run/clusterctl-dev/no-such-engine.sock")
     try:
         first, rc, _ = sbatch(
-            tmp_path,
+            workdir,
             render(
-                tmp_path,
+                workdir,
                 "slurm.nodes=2",
                 "slurm.exclude=node4",
                 "slurm.continuations=2",
@@ -127,6 +131,10 @@ def test_a_continuation_runs_without_the_node_that_failed(tmp_path: Path) -> Non
         assert rc != 0
         assert first.first_failure()[:2] == ("node2", "preflight")
         assert chain(first)["next_excludes"] == "node2"
+        # this run's own copy of its batch log, from SLURM's StdOut (in "RL runs/")
+        batch_log = first.log_dir / "batch.log"
+        assert not batch_log.is_symlink()
+        assert "continuation 1 of 2 submitted" in batch_log.read_text()
         second = chained_job(first)
         assert finish(second) == 0, second.log
     finally:

@@ -1,4 +1,4 @@
-"""Argument-logging stand-ins for srun, docker, scontrol, squeue and ss.
+"""Argument-logging stand-ins for srun, docker, scontrol, sinfo, squeue and ss.
 
 A job.sbatch runs unchanged against these on one simulated node: each call appends its argv as
 one JSON line to $STANDIN_LOG, then behaves just enough like the real tool for the job to go
@@ -68,16 +68,19 @@ def scontrol(args: list[str]) -> int:
     if args[:2] == ["show", "hostnames"]:
         print("node1")
     elif args[:2] == ["show", "job"]:
-        print("JobId=1 JobState=RUNNING Restarts=0 StdOut=/dev/null")
-    elif args[:2] == ["show", "node"]:
-        print("NodeName=node1 NodeAddr=127.0.0.1")
+        print("JobId=1 JobName=x\n   StdOut=/dev/null")
+    return 0
+
+
+def sinfo(args: list[str]) -> int:
+    print("127.0.0.1")  # -o %o: the node's NodeAddr
     return 0
 
 
 def main() -> int:
     tool, args = sys.argv[1], sys.argv[2:]
     log([tool, *args])
-    handlers = {"srun": srun, "docker": docker, "scontrol": scontrol}
+    handlers = {"srun": srun, "docker": docker, "scontrol": scontrol, "sinfo": sinfo}
     return handlers[tool](args) if tool in handlers else 0  # squeue, ss: nothing to report
 
 
