@@ -14,6 +14,7 @@ from clusterctl.jobs.slurm import has_ended, job_state, parse_sacct_job, parse_s
 
 CLEAN_JOB = Path(__file__).parent / "fixtures" / "doctor" / "clean-job"
 
+
 def test_a_finished_run_has_phase_durations_and_its_outcome() -> None:
     record = summarize(CLEAN_JOB, read_timeline(CLEAN_JOB))
     assert [r.phase for r in record.rows][:3] == ["setup", "preflight", "containers"]

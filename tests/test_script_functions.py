@@ -339,9 +339,9 @@ def test_dead_mans_switch_removes_the_container_of_a_job_slurm_no_longer_runs(
         "squeue -h -t all -j 7 -O State:|,RestartCnt:|",
         "docker rm -f cc-7-node2",
     ]
-    assert "dead man's switch: SLURM reports job 7 CANCELLED" in (
-        tmp_path / "orphans.log"
-    ).read_text()
+    assert (
+        "dead man's switch: SLURM reports job 7 CANCELLED" in (tmp_path / "orphans.log").read_text()
+    )
 
 
 def test_dead_mans_switch_asks_at_most_every_15_s_and_knows_a_requeue(
