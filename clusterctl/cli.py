@@ -21,6 +21,7 @@ from clusterctl.remote import DEFAULT_REMOTE_DIR, login_node, remote_options
 
 if TYPE_CHECKING:
     from clusterctl.spec.loader import LoadedSpec
+    from clusterctl.ssh import Transport
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -216,12 +217,13 @@ def submit(
     remote_dir: str | None,
     remote_clusterctl: str | None,
     ssh_config: Path | None,
+    ssh_transport: Transport | None,
     accept_new_host_keys: bool,
     assignments: tuple[str, ...],
     allowed: tuple[str, ...],
 ) -> None:
     """Render SPEC and submit the bundle's job.sbatch with sbatch: here, or on a login node
-    over SSH (the bundle uploaded with SFTP into a directory of its own)."""
+    over SSH (the bundle sent as a tar stream into a directory of its own)."""
     from clusterctl.render import render_bundle, write_bundle
     from clusterctl.submit import sbatch_command, submit_bundle
 
@@ -232,7 +234,13 @@ def submit(
         login = None
         if not local and (host or (profile and profile.login_host)):
             login = login_node(
-                host, profile, remote_dir, remote_clusterctl, ssh_config, accept_new_host_keys
+                host,
+                profile,
+                remote_dir,
+                remote_clusterctl,
+                ssh_config,
+                accept_new_host_keys,
+                ssh_transport,
             )
         target = Path(out_dir or f"{loaded.spec.slurm.job_name}.bundle")
         if dry_run:

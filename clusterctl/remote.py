@@ -8,19 +8,21 @@ file and the job's log directory (a relative logs.dir) land where the remote com
 
 from __future__ import annotations
 
+import io
 import re
 import shlex
 import sys
+import tarfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from clusterctl.errors import UsageError
-from clusterctl.ssh import SshClient, SshOptions, require_paramiko, ssh_error
+from clusterctl.ssh import SshOptions, Transport, connect, ssh_error
 
 if TYPE_CHECKING:
     from clusterctl.render.bundle import Bundle
@@ -43,21 +45,6 @@ class LoginNode:
     ssh: SshOptions = field(default_factory=SshOptions)
 
 
-def _connect(login: LoginNode) -> SshClient:
-    require_paramiko(f"reaching {login.host} over SSH")
-    try:
-        return SshClient(login.host, login.ssh)
-    except Exception as exc:
-        raise UsageError(f"cannot reach {login.host}: {ssh_error(exc)}") from None
-
-
-def _run(client: Any, command: str, timeout: float = 120) -> tuple[int, str, str]:
-    _, stdout, stderr = client.exec_command(command, timeout=timeout)
-    out = stdout.read().decode(errors="replace")
-    err = stderr.read().decode(errors="replace")
-    return stdout.channel.recv_exit_status(), out, err
-
-
 @dataclass(frozen=True)
 class RemoteSubmission:
     job_id: str
@@ -76,45 +63,39 @@ def submit_remote(bundle: Bundle, login: LoginNode) -> RemoteSubmission:
 
 
 def _submit_remote(bundle: Bundle, login: LoginNode) -> RemoteSubmission:
-    with _connect(login) as client:
-        sftp = client.open_sftp()
-        try:
-            root = _mkdirs(sftp, login.remote_dir)
-            stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-            name = f"{bundle.spec.slurm.job_name}-{stamp}-{bundle.spec_hash[:8]}"
-            target = _mkdirs(sftp, f"{root}/bundles/{name}")
-            for file_name, bundle_file in sorted(bundle.files.items()):
-                path = f"{target}/{file_name}"
-                with sftp.open(path, "w") as handle:
-                    handle.write(bundle_file.content.encode("utf-8"))
-                sftp.chmod(path, bundle_file.mode & 0o755)
-        finally:
-            sftp.close()
-        script = f"{target}/job.sbatch"
-        status, out, err = _run(
-            client, f"cd {shlex.quote(root)} && sbatch --parsable {shlex.quote(script)}"
-        )
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    name = f"{bundle.spec.slurm.job_name}-{stamp}-{bundle.spec_hash[:8]}"
+    # one command: the bundle arrives as a tar stream (tar is on every login node; both
+    # transports send it the same way), and sbatch runs in remote_dir
+    where, target = shell_path(login.remote_dir), shlex.quote(f"bundles/{name}")
+    command = (
+        f"cd && mkdir -p -- {where} && cd -- {where} && root=$(pwd -P)"
+        f' && mkdir -p -- {target} && tar -x -f - -C {target} && echo "$root"'
+        " && { command -v sbatch > /dev/null || exit 127; }"
+        f' && sbatch --parsable "$root"/{target}/job.sbatch'
+    )
+    with connect(login.host, login.ssh) as remote:
+        status, out, err = remote.run(command, stdin=bundle_tar(bundle))
     if status == NOT_FOUND:
         raise UsageError(f"sbatch is not on the PATH of a non-interactive shell on {login.host}")
-    last = out.strip().splitlines()[-1] if out.strip() else ""
-    found = JOB_ID.match(last)
+    lines = out.strip().splitlines()
+    found = JOB_ID.match(lines[-1]) if len(lines) >= 2 else None
     if status != 0 or not found:
         raise UsageError(f"sbatch on {login.host} refused the job: {err.strip() or out.strip()}")
-    return RemoteSubmission(found.group(1), root, target)
+    root = lines[-2]
+    return RemoteSubmission(found.group(1), root, f"{root}/bundles/{name}")
 
 
-def _mkdirs(sftp: Any, path: str) -> str:
-    """mkdir -p over SFTP; the absolute path."""
-    current = PurePosixPath(sftp.normalize("."))  # SFTP starts in the login's home
-    for part in PurePosixPath(path.removeprefix("~/")).parts:
-        current = PurePosixPath("/") if part == "/" else current / part
-        if part == "/":
-            continue
-        try:
-            sftp.stat(str(current))
-        except OSError:
-            sftp.mkdir(str(current), 0o755)
-    return str(current)
+def bundle_tar(bundle: Bundle) -> bytes:
+    """The bundle's files as an uncompressed tar, with their modes."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for file_name, bundle_file in sorted(bundle.files.items()):
+            data = bundle_file.content.encode("utf-8")
+            info = tarfile.TarInfo(file_name)
+            info.size, info.mode, info.mtime = len(data), bundle_file.mode & 0o755, time.time()
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
 
 
 def run_clusterctl(
@@ -142,28 +123,8 @@ def _run_streamed(login: LoginNode, argv: list[str], emit: Callable[[bytes, bool
         f"cd {shell_path(login.remote_dir)} 2> /dev/null || cd; "
         f"exec {shlex.quote(login.clusterctl)} {shlex.join(argv)}"
     )
-    with _connect(login) as client:
-        transport = client.get_transport()
-        assert transport is not None
-        channel = transport.open_session()
-        channel.exec_command(command)
-        while True:
-            busy = False
-            if channel.recv_ready():
-                emit(channel.recv(65536), False)
-                busy = True
-            if channel.recv_stderr_ready():
-                emit(channel.recv_stderr(65536), True)
-                busy = True
-            if channel.exit_status_ready() and not busy:
-                while channel.recv_ready():
-                    emit(channel.recv(65536), False)
-                while channel.recv_stderr_ready():
-                    emit(channel.recv_stderr(65536), True)
-                break
-            if not busy:
-                time.sleep(0.05)
-        return int(channel.recv_exit_status())
+    with connect(login.host, login.ssh) as remote:
+        return remote.stream(command, emit)
 
 
 def shell_path(path: str) -> str:
@@ -198,6 +159,13 @@ def remote_options(func: F) -> F:
                 help="SSH config file (default ~/.ssh/config).",
             ),
             click.option(
+                "--ssh",
+                "ssh_transport",
+                type=click.Choice(["paramiko", "openssh"]),
+                help="SSH transport (default: the profile's, else paramiko); openssh: the "
+                "system's ssh, its ControlMaster reused (2FA, Kerberos).",
+            ),
+            click.option(
                 "--accept-new-host-keys",
                 is_flag=True,
                 help="Trust host keys not yet in known_hosts (refused by default).",
@@ -215,6 +183,7 @@ def login_node(
     remote_clusterctl: str | None,
     ssh_config: Path | None,
     accept_new_host_keys: bool,
+    ssh_transport: Transport | None = None,
 ) -> LoginNode:
     """The login node from the options, the profile filling what they leave out."""
     chosen = host or (profile.login_host if profile else None)
@@ -224,5 +193,9 @@ def login_node(
         chosen,
         remote_dir or (profile.remote_dir if profile else DEFAULT_REMOTE_DIR),
         remote_clusterctl or (profile.remote_clusterctl if profile else "clusterctl"),
-        SshOptions(ssh_config, accept_new_host_keys),
+        SshOptions(
+            ssh_config,
+            accept_new_host_keys,
+            transport=ssh_transport or (profile.ssh if profile else "paramiko"),
+        ),
     )

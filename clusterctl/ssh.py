@@ -1,38 +1,103 @@
-"""SSH the way the user's own `ssh` would connect: their ~/.ssh/config (Host aliases, HostName,
-Port, User, IdentityFile, UserKnownHostsFile, ProxyJump), their agent and keys. Unknown host
-keys are refused unless the user opts in. Used by verify, submit --host and the job commands.
+"""SSH to login and cluster nodes, the way the user's own `ssh` would connect. Two transports
+(SshOptions.transport), both behind `connect(ALIAS, OPTIONS)`:
+
+- paramiko (the default): in-process, many hosts at once. What to connect to is what OpenSSH
+  itself resolves for the alias (`ssh -G`: Include, Match, ProxyJump chains, user@host:port),
+  so the two transports never read a config differently; without an OpenSSH client, paramiko's
+  own reader, which refuses what it cannot read (Include) in one line.
+- openssh: the system's `ssh` in BatchMode with the user's config, known_hosts and agent, over
+  one ControlMaster connection (an existing one is reused: authenticate once, 2FA or Kerberos).
+
+Unknown host keys are refused unless the user opts in (--accept-new-host-keys).
 """
 
 from __future__ import annotations
 
+import os
+import re
+import selectors
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, Protocol
+from urllib.parse import urlsplit
 
 from clusterctl.errors import UsageError
 
 if TYPE_CHECKING:
     import paramiko
 
+Transport = Literal["paramiko", "openssh"]
+Emit = Callable[[bytes, bool], None]  # (data, is_stderr)
+MAX_JUMPS = 8  # deeper ProxyJump chains are loops in practice (OpenSSH itself never stops)
+
 
 @dataclass(frozen=True)
 class SshOptions:
-    config_file: Path | None = None  # default ~/.ssh/config
+    config_file: Path | None = None  # default: ssh's own (~/.ssh/config, /etc/ssh/ssh_config)
     accept_new_host_keys: bool = False
     timeout: float = 15.0
+    transport: Transport = "paramiko"
+
+
+class Remote(Protocol):
+    """One connected host."""
+
+    def run(self, command: str, stdin: bytes = b"", timeout: float = 120) -> tuple[int, str, str]:
+        """COMMAND's exit status, stdout and stderr (decoded, bad bytes replaced)."""
+        ...
+
+    def stream(self, command: str, emit: Emit) -> int:
+        """Run COMMAND, its output handed to EMIT as it arrives; its exit status."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Connection:
+    """`with connect(alias, options) as remote:` closes what it opened."""
+
+    def __init__(self, remote: Remote) -> None:
+        self.remote = remote
+
+    def __enter__(self) -> Remote:
+        return self.remote
+
+    def __exit__(self, *_exc: object) -> None:
+        self.remote.close()
+
+
+def connect(alias: str, options: SshOptions) -> Connection:
+    """Connect to ALIAS; a UsageError saying why when that fails."""
+    if options.transport == "openssh":
+        return Connection(OpenSshRemote(alias, options))
+    require_paramiko(f"reaching {alias} over SSH")
+    try:
+        return Connection(ParamikoRemote(alias, options))
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise UsageError(f"cannot reach {alias}: {ssh_error(exc)}") from None
 
 
 def require_paramiko(what: str) -> None:
     try:
         import paramiko  # noqa: F401
     except ImportError:
-        raise UsageError(f"{what} needs paramiko: pip install 'clusterctl[runtime]'") from None
+        raise UsageError(
+            f"{what} needs paramiko: pip install 'clusterctl[runtime]' (or --ssh openssh)"
+        ) from None
 
 
 def ssh_error(exc: Exception) -> str:
     """One line saying why a connection or command failed, with what to do."""
-    import paramiko
-
+    try:
+        import paramiko
+    except ImportError:
+        return f"{type(exc).__name__}: {exc}"
     if isinstance(exc, paramiko.SSHException) and "not found in known_hosts" in str(exc):
         return f"{exc} (add it to known_hosts, or --accept-new-host-keys)"
     if isinstance(exc, paramiko.BadHostKeyException):
@@ -40,51 +105,136 @@ def ssh_error(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-class SshClient:
-    """A paramiko client for one ~/.ssh/config alias, with its ProxyJump, closed on exit."""
+# ---- what to connect to: OpenSSH's own resolution of the config ----
+
+
+@dataclass(frozen=True)
+class HostSettings:
+    hostname: str
+    port: int
+    user: str | None
+    identity_files: tuple[str, ...]
+    known_hosts: tuple[str, ...]
+    jumps: tuple[str, ...]  # ProxyJump hops, first hop first
+
+
+def resolve(destination: str, options: SshOptions, jumps: str | None = None) -> HostSettings:
+    """DESTINATION (an alias, or a ProxyJump hop: [user@]host[:port]) as `ssh` would connect
+    to it; JUMPS overrides its ProxyJump, as `ssh -J` does for the last hop of a chain."""
+    if shutil.which("ssh") is None:
+        return _resolve_with_paramiko(destination, options, jumps)
+    target = destination
+    if ("@" in destination or ":" in destination) and "://" not in destination:
+        target = f"ssh://{destination}"  # ProxyJump's [user@]host[:port], as ssh reads it
+    cmd = ["ssh", "-G", *(["-F", str(options.config_file)] if options.config_file else [])]
+    cmd += [*(["-J", jumps] if jumps else []), "--", target]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30, check=False
+    )
+    if proc.returncode != 0:
+        raise UsageError(f"ssh -G {destination}: {_last_line(proc.stderr)}")
+    values: dict[str, list[str]] = {}
+    for line in proc.stdout.splitlines():
+        key, _, value = line.partition(" ")
+        values.setdefault(key, []).append(value)
+
+    def one(key: str, default: str = "") -> str:
+        return values.get(key, [default])[0]
+
+    jump = one("proxyjump", "none")
+    return HostSettings(
+        hostname=one("hostname", destination),
+        port=int(one("port", "22")),
+        user=one("user") or None,
+        identity_files=tuple(values.get("identityfile", [])),
+        known_hosts=tuple(one("userknownhostsfile").split() + one("globalknownhostsfile").split()),
+        jumps=() if jump == "none" else tuple(jump.split(",")),
+    )
+
+
+def _resolve_with_paramiko(
+    destination: str, options: SshOptions, jumps: str | None
+) -> HostSettings:
+    """Without an OpenSSH client: paramiko's reader, refusing the Include it would ignore."""
+    import paramiko
+
+    path = options.config_file or Path.home() / ".ssh" / "config"
+    config = paramiko.SSHConfig()
+    if path.is_file():
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for number, line in enumerate(text.splitlines(), 1):
+            if re.match(r"\s*include\b", line, re.IGNORECASE):
+                raise UsageError(
+                    f"{path} line {number}: Include needs OpenSSH's client to be read "
+                    "(paramiko ignores it): install openssh-client"
+                )
+        config = paramiko.SSHConfig.from_text(text)
+    hop = urlsplit(destination if "://" in destination else f"ssh://{destination}")
+    entry = config.lookup(hop.hostname or destination)
+    jump = jumps or entry.get("proxyjump", "none")
+    return HostSettings(
+        hostname=entry.get("hostname", hop.hostname or destination),
+        port=hop.port or int(entry.get("port", 22)),
+        user=hop.username or entry.get("user"),
+        identity_files=tuple(entry.get("identityfile", [])),
+        known_hosts=tuple(entry.get("userknownhostsfile", "~/.ssh/known_hosts").split()),
+        jumps=() if jump.lower() == "none" else tuple(jump.split(",")),
+    )
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if "Pseudo-terminal" not in line]
+    return lines[-1] if lines else "failed"
+
+
+# ---- paramiko ----
+
+
+class ParamikoRemote:
+    """A paramiko client for one alias, through its ProxyJump hops, closed on close()."""
 
     def __init__(self, alias: str, options: SshOptions) -> None:
-        import paramiko
-
         self._opened: list[paramiko.SSHClient] = []
-        config = paramiko.SSHConfig()
-        path = options.config_file or Path.home() / ".ssh" / "config"
-        if path.is_file():
-            config = paramiko.SSHConfig.from_path(str(path))
-        self.client = self._open(config, alias, options, None)
+        try:
+            self.client = self._open(alias, options, None, 0)
+        except BaseException:
+            self.close()
+            raise
 
     def _open(
-        self,
-        config: paramiko.SSHConfig,
-        alias: str,
-        options: SshOptions,
-        sock: paramiko.Channel | None,
+        self, destination: str, options: SshOptions, jumps: str | None, depth: int
     ) -> paramiko.SSHClient:
         import paramiko
 
-        entry = config.lookup(alias)
+        if depth > MAX_JUMPS:
+            raise UsageError(
+                f"ProxyJump chain longer than {MAX_JUMPS} hops at {destination} (a loop?)"
+            )
+        settings = resolve(destination, options, jumps)
+        sock = None
+        if settings.jumps:
+            # the last hop is reached through the ones before it (ssh -J), or its own config
+            *before, last = settings.jumps
+            hop = self._open(last, options, ",".join(before) or None, depth + 1)
+            transport = hop.get_transport()
+            assert transport is not None
+            target = (settings.hostname, settings.port)
+            sock = transport.open_channel("direct-tcpip", target, ("127.0.0.1", 0))
         client = paramiko.SSHClient()
         self._opened.append(client)
-        client.load_system_host_keys()
-        for known in entry.get("userknownhostsfile", "~/.ssh/known_hosts").split():
-            known_path = Path(known).expanduser()
-            if known_path.is_file():
-                client.load_host_keys(str(known_path))
+        for known in settings.known_hosts:
+            path = Path(known).expanduser()
+            if path.is_file():
+                client.load_host_keys(str(path))
         client.set_missing_host_key_policy(
             paramiko.AutoAddPolicy() if options.accept_new_host_keys else paramiko.RejectPolicy()
         )
-        host = entry.get("hostname", alias)
-        port = int(entry.get("port", 22))
-        if sock is None and entry.get("proxyjump"):
-            jump = self._open(config, entry["proxyjump"].split(",")[0], options, None)
-            transport = jump.get_transport()
-            assert transport is not None
-            sock = transport.open_channel("direct-tcpip", (host, port), ("127.0.0.1", 0))
+        keys = [str(p) for f in settings.identity_files if (p := Path(f).expanduser()).is_file()]
         client.connect(
-            host,
-            port=port,
-            username=entry.get("user"),
-            key_filename=entry.get("identityfile"),
+            settings.hostname,
+            port=settings.port,
+            username=settings.user,
+            key_filename=keys or None,
             timeout=options.timeout,
             banner_timeout=options.timeout,
             auth_timeout=options.timeout,
@@ -92,9 +242,137 @@ class SshClient:
         )
         return client
 
-    def __enter__(self) -> paramiko.SSHClient:
-        return self.client
+    def run(self, command: str, stdin: bytes = b"", timeout: float = 120) -> tuple[int, str, str]:
+        channel_in, stdout, stderr = self.client.exec_command(command, timeout=timeout)
+        if stdin:
+            channel_in.write(stdin)
+        channel_in.channel.shutdown_write()
+        out = stdout.read().decode(errors="replace")
+        err = stderr.read().decode(errors="replace")
+        return stdout.channel.recv_exit_status(), out, err
 
-    def __exit__(self, *_exc: object) -> None:
+    def stream(self, command: str, emit: Emit) -> int:
+        import time
+
+        transport = self.client.get_transport()
+        assert transport is not None
+        channel = transport.open_session()
+        channel.exec_command(command)
+        while True:
+            busy = False
+            if channel.recv_ready():
+                emit(channel.recv(65536), False)
+                busy = True
+            if channel.recv_stderr_ready():
+                emit(channel.recv_stderr(65536), True)
+                busy = True
+            if channel.exit_status_ready() and not busy:
+                while channel.recv_ready():
+                    emit(channel.recv(65536), False)
+                while channel.recv_stderr_ready():
+                    emit(channel.recv_stderr(65536), True)
+                return int(channel.recv_exit_status())
+            if not busy:
+                time.sleep(0.05)
+
+    def close(self) -> None:
         for client in reversed(self._opened):
             client.close()
+
+
+# ---- the system's OpenSSH ----
+
+
+class OpenSshRemote:
+    """The system's `ssh` for one alias: every command over one ControlMaster connection,
+    the user's own when their config has one, else clusterctl's (ControlPersist 60 s)."""
+
+    def __init__(self, alias: str, options: SshOptions) -> None:
+        if shutil.which("ssh") is None:
+            raise UsageError("the openssh transport needs the ssh command (openssh-client)")
+        self.alias = alias
+        self.base = ["ssh", *(["-F", str(options.config_file)] if options.config_file else [])]
+        self.base += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={int(options.timeout)}"]
+        if options.accept_new_host_keys:
+            self.base += ["-o", "StrictHostKeyChecking=accept-new"]
+        if not self._has_own_master():
+            control = _control_dir() / "%C"
+            self.base += ["-o", "ControlMaster=auto", "-o", f"ControlPath={control}"]
+            self.base += ["-o", "ControlPersist=60"]
+        # Connect once (opening the master): its failure is ssh's own, reported as such;
+        # later statuses are the commands'.
+        proc = subprocess.run(
+            [*self.base, "--", alias, "true"],
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=options.timeout + 30,
+            check=False,
+        )
+        if proc.returncode != 0:
+            hint = ""
+            if "Host key verification failed" in proc.stderr:
+                hint = " (add it to known_hosts, or --accept-new-host-keys)"
+            raise UsageError(f"cannot reach {alias}: {_last_line(proc.stderr)}{hint}")
+
+    def _has_own_master(self) -> bool:
+        proc = subprocess.run(
+            [*self.base, "-G", "--", self.alias],
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=30,
+            check=False,
+        )
+        return re.search(r"^controlmaster (?!false)", proc.stdout, re.MULTILINE) is not None
+
+    def run(self, command: str, stdin: bytes = b"", timeout: float = 120) -> tuple[int, str, str]:
+        proc = subprocess.run(
+            [*self.base, "--", self.alias, command],
+            input=stdin,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+        return (
+            proc.returncode,
+            proc.stdout.decode(errors="replace"),
+            proc.stderr.decode(errors="replace"),
+        )
+
+    def stream(self, command: str, emit: Emit) -> int:
+        with subprocess.Popen(
+            [*self.base, "--", self.alias, command],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        ) as proc:
+            assert proc.stdout is not None and proc.stderr is not None
+            with selectors.DefaultSelector() as selector:
+                selector.register(proc.stdout, selectors.EVENT_READ, False)
+                selector.register(proc.stderr, selectors.EVENT_READ, True)
+                while selector.get_map():
+                    for key, _ in selector.select():
+                        data = key.fileobj.read1(65536)  # type: ignore[union-attr]
+                        if data:
+                            emit(data, key.data)
+                        else:
+                            selector.unregister(key.fileobj)
+            return proc.wait()
+
+    def close(self) -> None:
+        """The master stays for ControlPersist: the next command reuses it."""
+
+
+def _control_dir() -> Path:
+    """Where clusterctl's master sockets live: short (a socket path has at most 107 bytes, a
+    deep home directory overflows it) and private to this user."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    directory = Path(runtime) / "clusterctl-ssh"
+    if not runtime or not Path(runtime).is_dir() or len(str(directory)) > 60:  # + /%C: 41
+        directory = Path(tempfile.gettempdir()) / f"clusterctl-ssh-{os.getuid()}"
+    directory.mkdir(mode=0o700, exist_ok=True)
+    info = directory.stat()
+    if info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise UsageError(f"{directory} is not private to this user: remove it")
+    return directory

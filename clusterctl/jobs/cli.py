@@ -43,7 +43,7 @@ logs_root_option = click.option(
 
 
 REMOTE_PARAMS = ("host", "profile", "remote_dir", "remote_clusterctl", "ssh_config",
-                 "accept_new_host_keys")  # fmt: skip
+                 "ssh_transport", "accept_new_host_keys")  # fmt: skip
 
 
 def on_login_node(func: Callable[..., None]) -> Callable[..., None]:
@@ -68,6 +68,7 @@ def on_login_node(func: Callable[..., None]) -> Callable[..., None]:
                 params["remote_clusterctl"],
                 params["ssh_config"],
                 params["accept_new_host_keys"],
+                params["ssh_transport"],
             )
             sys.exit(run_clusterctl(login, forwarded_argv(click.get_current_context())))
 

@@ -8,6 +8,7 @@ the spec, ``~/.config/clusterctl/profiles.yaml``::
     profiles:
       mi300x-prod:
         login_host: prod-login        # an alias of ~/.ssh/config: submit --host's default
+        ssh: openssh                  # the system's ssh (default paramiko), see the README
         remote_dir: clusterctl-jobs   # on the login host, relative to the login's home
         registry: registry.site:5000  # prefixed to container.image when it names no registry
         spec:                         # any spec values, e.g.
@@ -21,7 +22,7 @@ import copy
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, ValidationError
 
@@ -47,6 +48,11 @@ class Profile(Section):
     )
     remote_clusterctl: RemoteDir = Field(
         "clusterctl", description="the clusterctl command on the login host"
+    )
+    ssh: Literal["paramiko", "openssh"] = Field(
+        "paramiko",
+        description="how to reach login_host: paramiko (in-process), or openssh (the system's "
+        "ssh with your config and agent, reusing a ControlMaster: for 2FA or Kerberos logins)",
     )
     registry: ImageRef | None = Field(
         None, description="registry prefixed to container.image when the image names none"

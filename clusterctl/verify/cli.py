@@ -14,7 +14,7 @@ import click
 
 from clusterctl.console import user_errors
 from clusterctl.errors import UsageError
-from clusterctl.ssh import SshOptions
+from clusterctl.ssh import SshOptions, Transport
 from clusterctl.verify.expect import expectations, with_tarball_id
 from clusterctl.verify.judges import (
     Expect,
@@ -50,6 +50,13 @@ DRAIN_PREFIX = "clusterctl:"  # only reasons with this prefix are ours (NHC's co
     help="SSH config file (default ~/.ssh/config).",
 )
 @click.option(
+    "--ssh",
+    "ssh_transport",
+    type=click.Choice(["paramiko", "openssh"]),
+    help="SSH transport (default: the spec's profile's, else paramiko); openssh: the system's "
+    "ssh, its ControlMaster reused.",
+)
+@click.option(
     "--accept-new-host-keys",
     is_flag=True,
     help="Trust host keys not yet in known_hosts (refused by default).",
@@ -64,6 +71,7 @@ def verify(
     local: bool,
     nodelist: str | None,
     ssh_config: Path | None,
+    ssh_transport: Transport | None,
     accept_new_host_keys: bool,
     as_json: bool,
     drain: bool,
@@ -85,7 +93,9 @@ def verify(
             raise UsageError("--apply runs the --drain lines: give --drain too")
         loaded = load_spec(spec, ())
         script = render_gather_script(loaded.spec)
-        options = SshOptions(ssh_config, accept_new_host_keys)
+        profile = loaded.profile.profile if loaded.profile else None
+        transport = ssh_transport or (profile.ssh if profile else "paramiko")
+        options = SshOptions(ssh_config, accept_new_host_keys, transport=transport)
         if local:
             gathered = gather_local(script)
         elif hosts or job_id:

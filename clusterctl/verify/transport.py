@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from clusterctl.errors import UsageError
 from clusterctl.jobs.slurm import job_state
-from clusterctl.ssh import SshClient, SshOptions, require_paramiko, ssh_error
+from clusterctl.ssh import SshOptions, connect, require_paramiko, ssh_error
 
 GATHER_DEADLINE = 120  # seconds for one node's gather (each tool inside is bounded by 20 s)
 
@@ -147,7 +147,8 @@ def _run(cmd: list[str]) -> str:
 def gather_ssh(script: str, hosts: list[str], options: SshOptions) -> list[Gathered]:
     """Run the gather script on every host over SSH, all at once; a host that cannot be
     reached (or whose host key is unknown) answers with an error, not an exception."""
-    require_paramiko("verify over SSH")
+    if options.transport == "paramiko":
+        require_paramiko("verify over SSH")
     with ThreadPoolExecutor(max_workers=min(64, max(1, len(hosts)))) as pool:
         return list(pool.map(lambda h: _gather_one_ssh(script, h, options), hosts))
 
@@ -155,14 +156,14 @@ def gather_ssh(script: str, hosts: list[str], options: SshOptions) -> list[Gathe
 def _gather_one_ssh(script: str, alias: str, options: SshOptions) -> Gathered:
     sent = time.time()
     try:
-        with SshClient(alias, options) as client:
+        with connect(alias, options) as remote:
             sent = time.time()
-            stdin, stdout, stderr = client.exec_command("bash -s", timeout=GATHER_DEADLINE)
-            stdin.write(script)
-            stdin.channel.shutdown_write()
-            output = stdout.read().decode(errors="replace")
-            errors = stderr.read().decode(errors="replace").strip()
+            _, output, errors = remote.run("bash -s", script.encode(), GATHER_DEADLINE)
             received = time.time()
+    except UsageError as exc:
+        return Gathered(
+            alias, "", sent, time.time(), str(exc).removeprefix(f"cannot reach {alias}: "), alias
+        )
     except Exception as exc:
         return Gathered(alias, "", sent, time.time(), ssh_error(exc), alias)
     return Gathered(
@@ -170,6 +171,6 @@ def _gather_one_ssh(script: str, alias: str, options: SshOptions) -> Gathered:
         output,
         sent,
         received,
-        "" if "@@cc-section end" in output else (errors or "gather ended early"),
+        "" if "@@cc-section end" in output else (errors.strip() or "gather ended early"),
         alias,
     )

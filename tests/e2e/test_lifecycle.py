@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from collections.abc import Iterator
@@ -221,10 +222,14 @@ def test_submit_over_ssh_then_wait_status_logs_and_ls_there(
     assert re.search(rf"{job_id}\s.*cpu-smoke.*succeeded", listed.stdout), listed.stdout
 
 
-def test_cancel_and_down_over_ssh_through_a_profile(login: LoopbackSshd, tmp_path: Path) -> None:
+# both transports (issue 29 item 10); the login alias comes from an Include'd file
+@pytest.mark.parametrize("transport", ["paramiko", "openssh"])
+def test_cancel_and_down_over_ssh_through_a_profile(
+    login: LoopbackSshd, tmp_path: Path, transport: str
+) -> None:
     jobs = tmp_path / "jobs"
     (tmp_path / "clusterctl-profiles.yaml").write_text(
-        "profiles:\n  dev:\n    login_host: login\n"
+        f"profiles:\n  dev:\n    login_host: login\n    ssh: {transport}\n"
         f"    remote_dir: {jobs}\n    remote_clusterctl: {CLUSTERCTL}\n"
         "    spec:\n      slurm: {nodes: 2, exclusive: false}\n      selftest: {enabled: false}\n"
     )
@@ -235,8 +240,13 @@ def test_cancel_and_down_over_ssh_through_a_profile(login: LoopbackSshd, tmp_pat
         .split("workload:")[0]
         + "workload: {framework: command, command: 'sleep 600'}\n"
     )  # fmt: skip
-    env = {"HOME": str(login.directory), "CLUSTERCTL_PROFILES": ""}
-    ssh = ("--ssh-config", str(login.ssh_config))
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Include {login.ssh_config}\n")
+    # a master socket of this test's own (short: a socket path has 107 bytes)
+    runtime = tempfile.mkdtemp(prefix="cc-")
+    env = {"HOME": str(login.directory), "CLUSTERCTL_PROFILES": "", "XDG_RUNTIME_DIR": runtime}
+    ssh = ("--ssh-config", str(config))
+    logins_before = _logins(login)
     submitted = run_cli("submit", str(spec), *ssh, env=env, timeout=120)
     assert submitted.returncode == 0, submitted.stderr
     job_id = re.search(r"^submitted job (\d+) on login ", submitted.stdout, re.M).group(1)  # type: ignore[union-attr]
@@ -271,17 +281,30 @@ def test_cancel_and_down_over_ssh_through_a_profile(login: LoopbackSshd, tmp_pat
         f"clusterctl: [node1] no container of job {job_id} left",
         f"clusterctl: [node2] no container of job {job_id} left",
     ]
+    # submit, logs -f, cancel, down: paramiko logs in for each; OpenSSH once, its master
+    # connection reused by every later command
+    logins = _logins(login) - logins_before
+    assert logins == 1 if transport == "openssh" else logins >= 4, logins
 
 
+def _logins(server: LoopbackSshd) -> int:
+    return (server.directory / "log").read_text().count("Accepted publickey")
+
+
+@pytest.mark.parametrize(
+    ("transport", "says"),
+    [("paramiko", "not found in known_hosts"), ("openssh", "Host key verification failed")],
+)
 def test_submit_refuses_a_login_node_whose_host_key_is_unknown(
-    login: LoopbackSshd, tmp_path: Path
+    login: LoopbackSshd, tmp_path: Path, transport: str, says: str
 ) -> None:
-    refused = over_ssh(login, tmp_path / "jobs", "submit", str(CPU_EXAMPLE), "--host", "stranger")
+    refused = over_ssh(
+        login, tmp_path / "jobs", "submit", str(CPU_EXAMPLE), "--host", "stranger",
+        "--ssh", transport,
+    )  # fmt: skip
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "error: cannot reach stranger:" in refused.stderr
-    assert "not found in known_hosts" in refused.stderr and "--accept-new-host-keys" in (
-        refused.stderr
-    )
+    assert says in refused.stderr and "--accept-new-host-keys" in refused.stderr
     assert not (tmp_path / "jobs").exists()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -244,3 +245,45 @@ def test_verify_over_ssh_through_a_proxyjump(sshd: LoopbackSshd) -> None:
     assert ("behind-login", "reachable") not in found, proc.stdout
     assert found[("behind-login", "docker")]["status"] == "ok"
     assert logins() - before == 2
+
+
+# issue 29 item 10: the config read as OpenSSH reads it, by both transports: an alias from an
+# Include'd file, `Host * / ProxyJump bastion` beside `Host bastion / ProxyJump none` (a
+# RecursionError once), and a hop written user@host:port (once looked up as an alias)
+@pytest.mark.parametrize("transport", ["paramiko", "openssh"])
+def test_verify_over_ssh_reads_the_config_as_openssh_does(
+    sshd: LoopbackSshd, tmp_path: Path, transport: str
+) -> None:
+    d, port = sshd.directory, sshd.port
+    known = tmp_path / "known_hosts"  # the hop by another name: OpenSSH refuses a jump to itself
+    entry = (d / "known_hosts").read_text()
+    known.write_text(entry + entry.replace("[127.0.0.1]", "[localhost]"))
+    common = f"  IdentityFile {d / 'user_key'}\n  UserKnownHostsFile {known}\n"
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        f"Include {sshd.ssh_config}\n"
+        f"Host bastion\n  HostName 127.0.0.1\n  Port {port}\n  User root\n  ProxyJump none\n"
+        f"Host hop-literal\n  HostName 127.0.0.1\n  Port {port}\n  User root\n"
+        f"  ProxyJump root@localhost:{port}\n"
+        f"Host *\n  ProxyJump bastion\n{common}"
+    )
+
+    def logins() -> int:
+        return (d / "log").read_text().count("Accepted publickey")
+
+    for alias, expected in (("gpu-2", 2), ("hop-literal", 3)):
+        before = logins()
+        # a master socket of its own: OpenSSH shares one per user@host:port, and both
+        # aliases end at root@127.0.0.1:PORT
+        runtime = tempfile.mkdtemp(prefix="cc-")  # short: a socket path has 107 bytes
+        proc = run_cli(
+            "verify", str(CPU_EXAMPLE), "--hosts", alias, "--ssh-config", str(config),
+            "--ssh", transport, "--json",
+            env={"HOME": str(tmp_path), "XDG_RUNTIME_DIR": runtime}, timeout=180,
+        )  # fmt: skip
+        found = {(r["node"], r["check"]): r for r in json.loads(proc.stdout)["results"]}
+        assert (alias, "reachable") not in found, proc.stdout
+        assert found[(alias, "docker")]["status"] == "ok"
+        # gpu-2 (from the Include) through bastion; hop-literal through root@localhost:PORT,
+        # which Host * sends through bastion in turn, as OpenSSH's own ssh -W would
+        assert logins() - before == expected, alias

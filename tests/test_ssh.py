@@ -1,0 +1,74 @@
+"""How an ssh config is read (issue 29 item 10): OpenSSH's own `ssh -G` where its client is
+installed, paramiko's reader otherwise, refusing what it would silently ignore. Connections to
+a real sshd are in tests/e2e (test_verify_nodes, test_lifecycle)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clusterctl import ssh
+from clusterctl.errors import UsageError
+from clusterctl.ssh import ParamikoRemote, SshOptions, resolve
+
+CONFIG = """\
+Host bastion
+  HostName 10.0.0.1
+  ProxyJump none
+Host login
+  HostName 10.0.0.2
+  User alice
+  Port 2200
+Host loop-a
+  ProxyJump loop-b
+Host loop-b
+  ProxyJump loop-a
+Host *
+  ProxyJump bastion
+"""
+
+
+@pytest.fixture
+def options(tmp_path: Path) -> SshOptions:
+    (tmp_path / "config").write_text(CONFIG)
+    return SshOptions(config_file=tmp_path / "config")
+
+
+@pytest.mark.parametrize("reader", ["ssh -G", "paramiko"])
+def test_hops_and_none_read_as_openssh_reads_them(
+    options: SshOptions, reader: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if reader == "paramiko":
+        monkeypatch.setattr(ssh.shutil, "which", lambda _name: None)
+    login = resolve("login", options)
+    assert (login.hostname, login.port, login.user, login.jumps) == (
+        "10.0.0.2",
+        2200,
+        "alice",
+        ("bastion",),
+    )
+    assert resolve("bastion", options).jumps == ()  # ProxyJump none, not a jump to "none"
+    hop = resolve("bob@gw.example:2222", options)  # a hop, not an alias
+    assert (hop.hostname, hop.port, hop.user, hop.jumps) == (
+        "gw.example",
+        2222,
+        "bob",
+        ("bastion",),
+    )
+    # the last hop of a chain is reached through the hops before it (ssh -J)
+    assert resolve("login", options, jumps="a,b").jumps == ("a", "b")
+
+
+def test_a_proxyjump_loop_is_one_clear_error(options: SshOptions) -> None:
+    with pytest.raises(UsageError, match="ProxyJump chain longer than 8 hops"):
+        ParamikoRemote("loop-a", options)
+
+
+def test_without_openssh_an_include_is_refused_naming_the_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ssh.shutil, "which", lambda _name: None)
+    (tmp_path / "config").write_text("Host *\n  User bob\nInclude ~/.ssh/config.d/*\n")
+    with pytest.raises(UsageError, match=r"config line 3: Include needs OpenSSH's client"):
+        resolve("login", SshOptions(config_file=tmp_path / "config"))
