@@ -14,8 +14,10 @@ import pytest
 
 from clusterctl.devcluster import cluster
 from clusterctl.devcluster.sshd import LoopbackSshd, start_loopback_sshd
+from clusterctl.jobs.slurm import job_state
 from clusterctl.verify.transport import job_nodes
 from tests.conftest import ROOT, run_cli
+from tests.e2e.test_jobs import node_state
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("dev_cluster")]
 CPU_EXAMPLE = ROOT / "examples" / "cpu-dev-cluster.yaml"
@@ -100,23 +102,15 @@ def test_verify_names_the_bad_node_and_drains_it_only_with_apply() -> None:
         assert (
             "scontrol update NodeName=node2 State=DRAIN 'Reason=clusterctl: docker:" in proc.stderr
         )
-        assert "DRAIN" not in node_state("node2")
+        assert "drain" not in node_state("node2")[0]
         applied = verify_in_allocation("--drain", "--apply", "--nodelist=node2", nodes=2)
         assert applied.returncode == 2, applied.stdout + applied.stderr
-        state = node_state("node2")
-        assert (
-            "DRAIN" in state and "Reason=clusterctl: docker: docker daemon not reachable" in state
-        )
+        state, reason = node_state("node2")
+        assert "drain" in state and reason.startswith("clusterctl: docker: docker daemon not")
     finally:
         cluster.route_node("node2", None)
         subprocess.run(["scontrol", "update", "NodeName=node2", "State=RESUME"], check=False)
         subprocess.run(["docker", "rm", "-f", stale], capture_output=True, check=False)
-
-
-def node_state(node: str) -> str:
-    return subprocess.run(
-        ["scontrol", "show", "node", "-o", node], capture_output=True, text=True, check=True
-    ).stdout
 
 
 # ---- SSH: a real sshd on a loopback port, host aliases in an ssh config written here ----
@@ -200,12 +194,7 @@ def test_verify_reaches_the_nodes_of_a_running_job_over_ssh(tmp_path: Path) -> N
     job_id = submitted.stdout.strip().split(";")[0]
     try:
         deadline = time.monotonic() + 60
-        while (
-            "JobState=RUNNING"
-            not in subprocess.run(
-                ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True
-            ).stdout
-        ):
+        while (state := job_state(job_id)) is None or state.state != "RUNNING":
             assert time.monotonic() < deadline, "the job did not start"
             time.sleep(0.5)
         proc = run_cli(
