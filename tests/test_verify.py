@@ -90,6 +90,8 @@ def sections(vendor: str, n: int = 1, **override: tuple[int, str]) -> dict[str, 
             "amd-smi-version": (0, fixture("amd-smi-version.json")),
             "amd-smi-list": (0, fixture("amd-smi-list.json")),
             "amd-smi-static": (0, fixture("amd-smi-static.json")),
+            "amd-smi-partition": (0, fixture("amd-smi-static-partition.json")),
+            "amd-smi-memory": (0, fixture("amd-smi-memory.json")),
             "amd-smi-process": (0, fixture("amd-smi-process-idle.json")),
             "amd-smi-ecc": (0, fixture("amd-smi-ecc.json")),
             "rocm-version": (0, "6.2.4-120"),
@@ -99,7 +101,7 @@ def sections(vendor: str, n: int = 1, **override: tuple[int, str]) -> dict[str, 
         base |= {
             "amd-smi-list": (127, ""),
             # real H100 captures (tests/fixtures/verify/real/README.md): one GPU, idle apps
-            "nvidia-gpus": (0, fixture(f"real/{H100}-query-gpu-all-fields-csv-load.csv")),
+            "nvidia-gpus": (0, fixture(f"real/{H100}-query-gpu-all-fields-csv-idle.csv")),
             "nvidia-apps": (0, fixture(f"real/{H100}-query-compute-apps-csv-idle.csv")),
             "nvidia-smi": (0, fixture(f"real/{H100}-default-table-load.txt")),
         }
@@ -230,6 +232,34 @@ def test_nvidia_foreign_process_named_by_gpu_index() -> None:
     )
 
 
+# issue 27 case 5: the process list hides other users' processes from a non-root gather;
+# memory in use per GPU, which any user reads, tells
+def test_a_process_hidden_from_a_non_root_user_is_found_by_its_memory() -> None:
+    hidden = sections(
+        "amd",
+        uid=(0, "1000"),
+        **{"amd-smi-memory": (0, fixture("amd-smi-memory-hidden.json"))},  # list: idle
+    )
+    [found] = by_check(
+        judge_all(facts_of(gather_text("mi-h", hidden)), AMD), "mi-h", "gpu-processes"
+    )
+    assert found.status == FAIL and not found.drain
+    assert found.reason.startswith("GPU memory in use with no process listed (GPU 3: 61723 MiB;")
+    assert "a process hidden from this user" in found.reason
+    # nvidia-smi: a real H100 under load (19818 MiB in use), its process list as idle reads it
+    load = fixture(f"real/{H100}-query-gpu-all-fields-csv-load.csv")
+    unseen = sections("nvidia", uid=(0, "1000"), **{"nvidia-gpus": (0, load)})
+    [found] = by_check(
+        judge_all(facts_of(gather_text("h-h", unseen)), NVIDIA), "h-h", "gpu-processes"
+    )
+    assert found.status == FAIL and "GPU 0: 19818 MiB" in found.reason
+    # idle GPUs as a non-root user: ok, saying what it could not see and what it read instead
+    idle = sections("amd", uid=(0, "1000"))
+    [ok] = by_check(judge_all(facts_of(gather_text("mi-i", idle)), AMD), "mi-i", "gpu-processes")
+    assert ok.status == OK and "as uid 1000, which sees only its own processes" in ok.reason
+    assert "no GPU has memory in use above the idle floor (1024 MiB)" in ok.reason
+
+
 def test_nvidia_mig_mode_is_named_with_its_fix() -> None:
     # a real H100 with MIG enabled: utilization.gpu reads [N/A], mig.mode.current Enabled
     mig = fixture(f"real/{H100}-mig-query-gpu-all-fields-csv-load.csv")
@@ -247,15 +277,22 @@ def test_amd_compute_partitions_are_named_with_their_fix() -> None:
     # 8 x MI300X in CPX: amd-smi lists 64 processors, 8 per GPU with its UUID (amd-smi's own
     # CLI output, generated/amdsmi_cli_stubbed.py list cpx; the shape of the ROCm blog's capture)
     cpx = fixture("amd-smi-list-cpx.json")
-    results = judge_all(
-        facts_of(gather_text("mi-c", sections("amd", **{"amd-smi-list": (0, cpx)}))), AMD
-    )
+    modes = fixture("amd-smi-static-partition-cpx.json")  # static --partition, the same node
+    node = sections("amd", **{"amd-smi-list": (0, cpx), "amd-smi-partition": (0, modes)})
+    results = judge_all(facts_of(gather_text("mi-c", node)), AMD)
     [gpus] = by_check(results, "mi-c", "gpus")
     assert gpus.status == OK and gpus.reason.startswith("8 GPUs")
     [mode] = by_check(results, "mi-c", "gpu-mode")
     assert mode.status == FAIL and not mode.drain
-    assert mode.reason.startswith("compute partitions: 8 physical GPUs are listed as 64 (8 each")
+    assert mode.reason == (
+        "compute partition mode CPX (memory NPS1): 8 physical GPUs are listed as 64 (8 each): "
+        "training needs whole GPUs"
+    )
     assert "amd-smi set --gpu all --compute-partition SPX" in mode.fix
+    # an amd-smi without `static --partition`: the listing alone still tells
+    older = sections("amd", **{"amd-smi-list": (0, cpx), "amd-smi-partition": (2, "")})
+    [mode] = by_check(judge_all(facts_of(gather_text("mi-o", older)), AMD), "mi-o", "gpu-mode")
+    assert mode.reason.startswith("compute partitions (a mode other than SPX")
     whole = judge_all(facts_of(gather_text("mi-w", sections("amd"))), AMD)
     assert by_check(whole, "mi-w", "gpu-mode") == []  # the same node in SPX
     # the generated listing groups as the real CPX capture does: 8 alike (BDF, UUID) per GPU
@@ -265,6 +302,34 @@ def test_amd_compute_partitions_are_named_with_their_fix() -> None:
     assert len(rows) == 16 and all(sum(r[1:] == list(g) for r in rows) == 8 for g in real_groups)
     generated = [(g["bdf"], g["uuid"]) for g in json.loads(cpx)]
     assert len(generated) == 64 and {generated.count(g) for g in set(generated)} == {8}
+
+
+# issue 27 case 6: one part, many market names (amd-smi's own CLI output with the names the
+# threads show: "MI300X-O", "N/A" when libdrm is missing); the device id decides
+def test_gpu_models_compare_by_device_id_not_market_name() -> None:
+    static = fixture("amd-smi-static.json")
+    renamed = [
+        gather_text("gpu-1", sections("amd", 1)),
+        gather_text("gpu-2", sections("amd", 2, **{"amd-smi-static": (0, static.replace(
+            '"AMD Instinct MI300X"', '"MI300X-O"'))})),
+        gather_text("gpu-3", sections("amd", 3, **{"amd-smi-static": (0, static.replace(
+            '"AMD Instinct MI300X"', '"N/A"'))})),
+    ]  # fmt: skip
+    [model] = by_check(judge_all(facts_of("".join(renamed)), AMD), "*", "gpu-model")
+    assert model.status == OK
+    assert model.reason.startswith("GPU model device 0x74a1 gfx942 (") and "on all 3 nodes" in (
+        model.reason
+    )
+    # the same name on another part (pci.ids: 1002:74a1 Instinct MI300X, 74a2 Instinct MI308X)
+    other = static.replace('"0x74a1"', '"0x74a2"')
+    mixed = [
+        gather_text("gpu-1", sections("amd", 1)),
+        gather_text("gpu-2", sections("amd", 2)),
+        gather_text("gpu-3", sections("amd", 3, **{"amd-smi-static": (0, other)})),
+    ]
+    [odd] = by_check(judge_all(facts_of("".join(mixed)), AMD), "gpu-3", "gpu-model")
+    assert odd.status == FAIL
+    assert odd.reason.startswith("GPU model device 0x74a2 gfx942 (AMD Instinct MI300X), other")
 
 
 def test_mismatched_driver_and_runtime_name_the_odd_node() -> None:

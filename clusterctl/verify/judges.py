@@ -214,6 +214,21 @@ class GpuInventory:
     mig: tuple[str, ...] = ()  # indexes of GPUs in MIG mode (nvidia-smi mig.mode.current)
     # AMD compute partitions: the processors amd-smi lists when more than the physical GPUs
     partitions: int = 0
+    # the partition modes amd-smi names ("CPX", "NPS1"; `static --partition`)
+    compute_modes: tuple[str, ...] = ()
+    memory_modes: tuple[str, ...] = ()
+    # what a GPU is, by what does not change with a marketing name: PCI device id (and gfx
+    # target); market_name reads "MI300X-O", "AMD Instinct MI300X VF" or "N/A" for one part
+    identity: tuple[str, ...] = ()
+    memory_used: tuple[tuple[str, float], ...] = ()  # (GPU, MiB in use): seen by any user
+
+
+# Memory in use on a GPU no listed process explains: above these floors something holds it.
+# An idle GPU reads far below them: H100 0 MiB (real/nvidia-smi-590.48.01-h100-...-csv-idle),
+# 0-1 MiB in public idle H100 tables, 14 MiB on an idle H800; MI300X 283 and 492 MiB
+# (real/amd-smi-26.0.0-...-default-view-...). A process's CUDA or HIP context alone holds
+# hundreds of MiB more, so a hidden process is above them.
+IDLE_FLOOR_MIB = {"nvidia-smi": 256.0, "amd-smi": 1024.0}
 
 
 @dataclass(frozen=True)
@@ -283,9 +298,17 @@ def amd_inventory(facts: NodeFacts) -> GpuInventory | Unreadable | None:
     if not listed:
         return _amd_unreadable("amd-smi", listing)
     static = _gpu_items(_json(facts.section("amd-smi-static")))
-    models = tuple(
-        str((g.get("asic") or {}).get("market_name", "?")) for g in static if "asic" in g
+    asics = [g["asic"] for g in static if isinstance(g.get("asic"), dict)]
+    models = tuple(str(a.get("market_name", "?")) for a in asics)
+    identity = tuple(
+        " ".join(
+            str(a.get(k)) for k in ("device_id", "target_graphics_version") if _known(a.get(k))
+        )
+        for a in asics
+        if _known(a.get("device_id"))
     )
+    modes = [g["partition"] for g in _gpu_items(_json(facts.section("amd-smi-partition")))
+             if isinstance(g.get("partition"), dict)]  # fmt: skip
     drivers = {str((g.get("driver") or {}).get("version", "")) for g in static if "driver" in g}
     version = _json(facts.section("amd-smi-version"))
     version_item = _gpu_items(version)[:1] or ([version] if isinstance(version, dict) else [])
@@ -324,7 +347,23 @@ def amd_inventory(facts: NodeFacts) -> GpuInventory | Unreadable | None:
         tuple(ecc),
         unread,
         partitions=len(listed) if len(listed) > physical else 0,
+        compute_modes=_modes(modes, "compute_partition"),
+        memory_modes=_modes(modes, "memory_partition"),
+        identity=identity,
+        memory_used=tuple(
+            (str(g.get("gpu")), used)
+            for g in _gpu_items(_json(facts.section("amd-smi-memory")))
+            if (used := _value((g.get("mem_usage") or {}).get("used_vram"))) is not None
+        ),
     )
+
+
+def _known(value: object) -> bool:
+    return value not in (None, "", "N/A")
+
+
+def _modes(partitions: list[dict[str, Any]], key: str) -> tuple[str, ...]:
+    return tuple(sorted({str(p[key]) for p in partitions if _known(p.get(key))}))
 
 
 def _physical_id(gpu: dict[str, Any]) -> str:
@@ -411,6 +450,12 @@ def nvidia_inventory(facts: NodeFacts) -> GpuInventory | Unreadable | None:
         ecc,
         unread,
         tuple(r["index"] for r in rows if r.get("mig.mode.current") == "Enabled"),
+        identity=tuple(r["pci.device_id"] for r in rows if _known(r.get("pci.device_id"))),
+        memory_used=tuple(
+            (r["index"], float(r["memory.used"]))
+            for r in rows
+            if re.fullmatch(r"\d+(\.\d+)?", r.get("memory.used", ""))
+        ),
     )
 
 
@@ -471,17 +516,28 @@ def judge_gpus(facts: NodeFacts, expect: Expect) -> list[Result]:
                 "(`nvidia-smi -i N -r`) or reboot; or run on nodes without MIG",
             )
         )
-    if inv.partitions:
+    split = [m for m in inv.compute_modes if m != "SPX"]
+    if inv.partitions or split:
         # the operator's partition mode: a job that wants whole GPUs cannot run here, another
         # (one rank per partition) may, so it is not drained for it
+        mode = (
+            f"compute partition mode {'/'.join(split)}"
+            + (f" (memory {'/'.join(inv.memory_modes)})" if inv.memory_modes else "")
+            if split
+            else "compute partitions (a mode other than SPX; `amd-smi static --partition` names it)"
+        )
+        listed = (
+            f": {inv.count} physical GPUs are listed as {inv.partitions} "
+            f"({inv.partitions // max(inv.count, 1)} each)"
+            if inv.partitions
+            else ""
+        )
         out.append(
             Result(
                 n,
                 "gpu-mode",
                 FAIL,
-                f"compute partitions: {inv.count} physical GPUs are listed as {inv.partitions} "
-                f"({inv.partitions // max(inv.count, 1)} each; a mode other than SPX, "
-                "`amd-smi static --partition` names it): training needs whole GPUs",
+                f"{mode}{listed}: training needs whole GPUs",
                 "set SPX: `amd-smi set --gpu all --compute-partition SPX` (and "
                 "`--memory-partition NPS1`), then reload amdgpu; or run on nodes in SPX",
             )
@@ -508,7 +564,7 @@ def judge_gpus(facts: NodeFacts, expect: Expect) -> list[Result]:
             )
         )
     else:
-        out.append(Result(n, "gpu-processes", OK, "no process holds a GPU"))
+        out.append(_judge_unlisted_memory(facts, inv))
     if "gpu-ecc" in unread:
         out.append(
             Result(
@@ -531,6 +587,37 @@ def judge_gpus(facts: NodeFacts, expect: Expect) -> list[Result]:
             )
         )
     return out
+
+
+def _judge_unlisted_memory(facts: NodeFacts, inv: GpuInventory) -> Result:
+    """No process listed: a second signal that needs no root (memory in use per GPU), since
+    the tools list only the processes the user may see (amd-smi#130; nvidia-smi outside the
+    process's PID namespace)."""
+    n, floor = facts.node, IDLE_FLOOR_MIB.get(inv.tool, 0.0)
+    held = [f"GPU {gpu}: {mib:.0f} MiB" for gpu, mib in inv.memory_used if mib > floor]
+    uid = _text(facts.section("uid"))
+    as_whom = f"as uid {uid}, which sees only its own processes" if uid not in ("", "0") else ""
+    if held:
+        return Result(
+            n,
+            "gpu-processes",
+            FAIL,
+            f"GPU memory in use with no process listed ({'; '.join(held)}; idle reads below "
+            f"{floor:.0f} MiB){': a process hidden from this user' if as_whom else ''}",
+            "find what holds it as root (`amd-smi process` / `nvidia-smi`): another user's job "
+            "or an earlier job's leftovers; stop it or drain the node",
+        )
+    if not inv.memory_used:
+        why = f" ({as_whom}; GPU memory use not read)" if as_whom else ""
+        return Result(n, "gpu-processes", OK, f"no process holds a GPU{why}")
+    seen = f" ({as_whom})" if as_whom else ""
+    return Result(
+        n,
+        "gpu-processes",
+        OK,
+        f"no process holds a GPU{seen}, and no GPU has memory in use above the idle floor "
+        f"({floor:.0f} MiB)",
+    )
 
 
 def _judge_unreadable(facts: NodeFacts, expect: Expect, inv: Unreadable) -> list[Result]:
@@ -940,6 +1027,13 @@ def judge_node(facts: NodeFacts, expect: Expect) -> list[Result]:
     ]
 
 
+def _gpu_kind(inv: GpuInventory) -> str:
+    """The node's GPU kinds: device ids where known ("device 0x74a1 gfx942"), else names."""
+    if inv.identity:
+        return ",".join(f"device {i}" for i in sorted(set(inv.identity)))
+    return ",".join(sorted(set(inv.models)))
+
+
 def _odd_ones(values: dict[str, str]) -> tuple[str, list[str]]:
     """The value most nodes share, and the nodes that differ from it."""
     common, _ = Counter(values.values()).most_common(1)[0]
@@ -950,17 +1044,31 @@ def judge_across(nodes: list[NodeFacts], expect: Expect) -> list[Result]:
     """What must be identical on every node, and the clock offset between them."""
     out: list[Result] = []
 
-    def same(check: str, values: dict[str, str], what: str, fix: str) -> None:
+    def same(
+        check: str, values: dict[str, str], what: str, fix: str, shown: dict[str, str] | None = None
+    ) -> None:
+        """SHOWN: how a value reads, when it is an id (the first node's names for it)."""
         values = {k: v for k, v in values.items() if v}
         if len(values) < 2:
             return
         common, odd = _odd_ones(values)
+
+        def show(value: str) -> str:
+            names = (shown or {}).get(value)
+            return f"{value} ({names})" if names else value
+
         for node in odd:
             out.append(
-                Result(node, check, FAIL, f"{what} {values[node]}, other nodes {common}", fix)
+                Result(
+                    node,
+                    check,
+                    FAIL,
+                    f"{what} {show(values[node])}, other nodes {show(common)}",
+                    fix,
+                )
             )
         if not odd:
-            out.append(Result("*", check, OK, f"{what} {common} on all {len(values)} nodes"))
+            out.append(Result("*", check, OK, f"{what} {show(common)} on all {len(values)} nodes"))
 
     if expect.vendor in ("amd", "nvidia") and expect.gpus_per_node:
         inventory = amd_inventory if expect.vendor == "amd" else nvidia_inventory
@@ -978,11 +1086,18 @@ def judge_across(nodes: list[NodeFacts], expect: Expect) -> list[Result]:
             runtime,
             f"the same {runtime} release on every node",
         )
+        # by PCI device id (and gfx target) where the tool gives them; the names are shown
+        kinds = {k: _gpu_kind(v) for k, v in invs.items()}
+        names: dict[str, str] = {}
+        for node, kind in kinds.items():
+            if kind != ",".join(sorted(set(invs[node].models))):
+                names.setdefault(kind, ",".join(sorted(set(invs[node].models))))
         same(
             "gpu-model",
-            {k: ",".join(sorted(set(v.models))) for k, v in invs.items() if v},
+            kinds,
             "GPU model",
             "one GPU model per job: constrain the partition or --constraint",
+            names,
         )
     same(
         "image-digest",
