@@ -144,3 +144,29 @@ def test_an_unmatched_traceback_is_unrecognised_never_silence(tmp_path: Path) ->
         log.read_bytes() + (FIXTURES / "signatures" / "nccl-shm-exhausted.log").read_bytes()
     )
     assert [h.signature.id for h in scan_files([known])] == ["nccl-shm-exhausted"]
+
+
+# issue 28 item 3: a whole run, the first failure in time first, with its node and rank
+def test_a_run_directory_names_the_node_and_puts_the_specific_cause_first() -> None:
+    # a real run: node2's container killed mid-workload (fixtures/doctor/node-killed-job)
+    run = FIXTURES / "node-killed-job"
+    hits = scan_files(sorted(p for p in run.rglob("*") if p.is_file()))
+    assert [h.signature.id for h in hits] == ["container-killed", "clusterctl-fail"]
+    first = hits[0].as_dict()
+    assert first["node"] == "node2" and first["time"] is None
+    # its FAIL line has no stamp of its own: it was written after the last one above it,
+    # the workload's Ray start-up line (dated by the run's timeline for clusterctl's own)
+    assert first["not_before"] == "2026-11-24 14:19:05.973000"
+
+
+def test_findings_across_logs_are_ordered_by_their_stamps() -> None:
+    # two real logs: sglang#3226 (2025-01-30, torch's [rank10] prefix) and MM-EUREKA#54
+    # (2025-07-23); the earlier failure comes first whatever the order of the files
+    corpus = FIXTURES / "corpus"
+    later = corpus / "gcs__mm-eureka-54-empty-master-addr.log"
+    earlier = corpus / "gloo__sglang-3226-connectfullmesh-multinode.log"
+    hits = scan_files([later, earlier])
+    assert [Path(h.file).name for h in hits][:1] == [earlier.name]
+    assert hits[0].rank == "10" and hits[0].as_dict()["not_before"] == "2025-01-30 18:11:28"
+    assert hits[-1].file == str(later) and hits[-1].time is not None
+    assert hits[-1].time.date().isoformat() == "2025-07-23"

@@ -60,6 +60,10 @@ def doctor(logs: tuple[Path, ...], job_id: str | None, logs_root: Path, as_json:
         for hit in hits:
             d = hit.as_dict()
             where = f"{d['file']}:{d['line']}" + (f" (x{hit.count})" if hit.count > 1 else "")
+            when = f"{'' if hit.stamped else 'after '}{hit.time:%H:%M:%S}" if hit.time else ""
+            said = [when, hit.node, f"rank {hit.rank}" if hit.rank else ""]
+            if any(said):
+                where += "\n" + " ".join(s for s in said if s)
             table.add_row(
                 str(d["id"]),
                 where,

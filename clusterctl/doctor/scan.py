@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import date, datetime
 from pathlib import Path
 from typing import BinaryIO
 
@@ -28,6 +29,10 @@ class Hit:
     fields: dict[str, str]
     count: int = 1
     files: set[str] = field(default_factory=set)
+    time: datetime | None = None  # its first line's stamp, else the last stamp above it
+    stamped: bool = False  # the line carries its own stamp (else: written after `time`)
+    node: str = ""  # where it came from: the node's directory, or the line's own words
+    rank: str = ""
 
     def text(self, template: str) -> str:
         try:
@@ -48,6 +53,10 @@ class Hit:
             "fix": self.text(sig.fix),
             "prevention": sig.prevention,
             "source": sig.source,
+            "time": self.time.isoformat(sep=" ") if self.time and self.stamped else None,
+            "not_before": self.time.isoformat(sep=" ") if self.time and not self.stamped else None,
+            "node": self.node,
+            "rank": self.rank,
         }
 
 
@@ -140,15 +149,61 @@ UNRECOGNISED = Signature(
 )
 
 
-def scan_lines(lines: Iterable[tuple[str, int, str]]) -> list[Hit]:
-    """Judge (file, line number, text) triples; one hit per signature and cause. When no
-    signature names a cause, the first traceback nobody matched is reported as unrecognised,
-    with the NCCL warnings of its file: never silence."""
+# When a line was written: its own stamp (Python logging, Ray's logs, ISO 8601), else the last
+# stamp above it in its file; job.sbatch's own lines carry the time only ("[clusterctl
+# 14:19:05]"), dated by the run's timeline.
+STAMP = re.compile(r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:[.,](\d{1,6}))?")
+CLUSTERCTL_STAMP = re.compile(r"^\[clusterctl (\d{2}:\d{2}:\d{2})\]")
+# Where a line came from, in its own words: clusterctl's node=N and [N], slurmstepd-N, Ray's
+# "(pid=P, ip=A)" prefix; the rank as torch ("[rank3]:") and launchers ("rank=3") print it.
+NODE_IN_LINE = re.compile(
+    r"\bnode=(?P<node>[\w.-]+)|clusterctl: \[(?P<bracket>[\w.-]+)\]|slurmstepd-(?P<step>[\w.-]+):"
+    r"|\bip=(?P<ip>\d+\.\d+\.\d+\.\d+)"
+)
+RANK_IN_LINE = re.compile(r"\[rank(?P<torch>\d+)\]|\b(?:global_)?rank[=:](?P<kv>\d+)\b", re.I)
+
+
+def line_time(text: str, run_date: date | None) -> datetime | None:
+    if stamp := STAMP.search(text):
+        day, clock, fraction = stamp.groups()
+        try:
+            return datetime.fromisoformat(f"{day} {clock}.{(fraction or '0').ljust(6, '0')}")
+        except ValueError:
+            return None
+    if run_date is not None and (own := CLUSTERCTL_STAMP.match(text)):
+        return datetime.combine(run_date, datetime.strptime(own.group(1), "%H:%M:%S").time())
+    return None
+
+
+def origin(file: str, text: str) -> tuple[str, str]:
+    """The node and the rank a line came from ("" when it does not say)."""
+    parts = Path(file).parts
+    node = ""
+    if "nodes" in parts[:-1]:
+        node = parts[parts.index("nodes") + 1]
+    elif len(parts) > 1 and parts[-2] in ("stall", "preflight"):
+        node = Path(parts[-1]).name.split(".")[0]
+    if not node and (said := NODE_IN_LINE.search(text)):
+        node = next(v for v in said.groupdict().values() if v)
+        node = f"ip {node}" if said["ip"] else node
+    rank = RANK_IN_LINE.search(text)
+    return node, (rank["torch"] or rank["kv"]) if rank else ""
+
+
+def scan_lines(lines: Iterable[tuple[str, int, str]], run_date: date | None = None) -> list[Hit]:
+    """Judge (file, line number, text) triples; one hit per signature and cause, the first
+    failure in time first (a specific cause before clusterctl's own FAIL line that reports
+    it). When no signature names a cause, the first traceback nobody matched is reported as
+    unrecognised, with the NCCL warnings of its file: never silence."""
     hits: dict[tuple[str, str], Hit] = {}
     tracebacks: set[str] = set()  # files that hold a traceback
     unmatched: list[tuple[str, int, str, re.Match[str]]] = []
     warnings: dict[str, list[str]] = {}
+    last_time: dict[str, datetime] = {}
     for file, number, text in lines:
+        stamp = line_time(text, run_date)
+        if stamp is not None:
+            last_time[file] = stamp
         if TRACEBACK.search(text):
             tracebacks.add(file)
         if NCCL_WARN.search(text):
@@ -167,9 +222,23 @@ def scan_lines(lines: Iterable[tuple[str, int, str]]) -> list[Hit]:
                 hits[key].count += 1
                 hits[key].files.add(file)
             else:
-                hits[key] = Hit(sig, file, number, text, fields, files={file})
+                node, rank = origin(file, text)
+                hits[key] = Hit(
+                    sig, file, number, text, fields, files={file}, time=last_time.get(file),
+                    stamped=stamp is not None, node=node, rank=rank,
+                )  # fmt: skip
     order = {sig.id: i for i, sig in enumerate(SIGNATURES)}
-    found = sorted(hits.values(), key=lambda h: (order[h.signature.id], h.file, h.line_no))
+    found = sorted(
+        hits.values(),
+        key=lambda h: (
+            h.time is None,
+            h.time or datetime.min,
+            h.signature.id == GENERIC,
+            order[h.signature.id],
+            h.file,
+            h.line_no,
+        ),
+    )
     if unmatched and all(h.signature.id == GENERIC for h in found):
         file, number, text, match = unmatched[0]
         context = warnings.get(file, [])[:3]
@@ -178,7 +247,10 @@ def scan_lines(lines: Iterable[tuple[str, int, str]]) -> list[Hit]:
             "message": match["message"][:300],
             "context": f" (NCCL said: {' | '.join(context)})" if context else "",
         }
-        found.append(Hit(UNRECOGNISED, file, number, text, fields, files={file}))
+        node, rank = origin(file, text)
+        found.append(
+            Hit(UNRECOGNISED, file, number, text, fields, files={file}, node=node, rank=rank)
+        )
     return found
 
 
@@ -205,7 +277,18 @@ def scan_files(paths: Iterable[Path], notes: list[str] | None = None) -> list[Hi
                     notes.append(f"{path}: skipped ({exc.strerror or exc})")
 
     listed = list(paths)
-    return [*stall_hits(listed), *scan_lines(lines_of(listed))]
+    return [*stall_hits(listed), *scan_lines(lines_of(listed), run_date(listed))]
+
+
+def run_date(paths: Iterable[Path]) -> date | None:
+    """The local date a clusterctl run started (its timeline's first entry), which dates
+    job.sbatch's own time-only stamps."""
+    for path in paths:
+        if path.name in ("timeline.json", "timeline.jsonl"):
+            found = re.search(r'"t": (\d+(?:\.\d+)?)', path.read_text(errors="replace"))
+            if found:
+                return datetime.fromtimestamp(float(found.group(1))).date()
+    return None
 
 
 STALL = Signature(
