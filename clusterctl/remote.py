@@ -62,28 +62,47 @@ def submit_remote(bundle: Bundle, login: LoginNode) -> RemoteSubmission:
         raise UsageError(f"submitting on {login.host} failed: {ssh_error(exc)}") from None
 
 
+# On the login node, in one shell: remote_dir made or entered; its bundles/ directory this
+# user's own and closed to others (a shared remote_dir must have the sticky bit, or another
+# user could swap bundles/); the bundle's directory made by mktemp (unpredictable, never an
+# existing one: a planted directory or symlink is never written through); the tar stream
+# unpacked into it; sbatch run in remote_dir. Exit 3 and one line when a directory is unsafe.
+REMOTE_SUBMIT = """\
+set -e
+refuse() { echo "clusterctl: $1" >&2; exit 3; }
+cd
+mkdir -p -- {where} && cd -- {where}
+root=$(pwd -P)
+[ -k . ] || [ -z "$(find . -maxdepth 0 -perm /022)" ] ||
+  refuse "$root is writable by others and not sticky: chmod +t it, or use a remote_dir of your own"
+mkdir -p -m 700 bundles
+[ ! -L bundles ] && [ -O bundles ] || refuse "$root/bundles is not this user's own directory"
+[ -z "$(find bundles -maxdepth 0 -perm /022)" ] || refuse "$root/bundles is writable by other users"
+target=$(mktemp -d "$root/bundles/{name}-XXXXXXXX")
+tar -x -f - -C "$target"
+echo "$root"
+echo "$target"
+command -v sbatch > /dev/null || exit 127
+sbatch --parsable "$target/job.sbatch"
+"""
+
+
 def _submit_remote(bundle: Bundle, login: LoginNode) -> RemoteSubmission:
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     name = f"{bundle.spec.slurm.job_name}-{stamp}-{bundle.spec_hash[:8]}"
-    # one command: the bundle arrives as a tar stream (tar is on every login node; both
-    # transports send it the same way), and sbatch runs in remote_dir
-    where, target = shell_path(login.remote_dir), shlex.quote(f"bundles/{name}")
-    command = (
-        f"cd && mkdir -p -- {where} && cd -- {where} && root=$(pwd -P)"
-        f' && mkdir -p -- {target} && tar -x -f - -C {target} && echo "$root"'
-        " && { command -v sbatch > /dev/null || exit 127; }"
-        f' && sbatch --parsable "$root"/{target}/job.sbatch'
+    command = REMOTE_SUBMIT.replace("{where}", shell_path(login.remote_dir)).replace(
+        "{name}",
+        name,  # the job name's pattern allows no shell character (spec/models.py)
     )
     with connect(login.host, login.ssh) as remote:
         status, out, err = remote.run(command, stdin=bundle_tar(bundle))
     if status == NOT_FOUND:
         raise UsageError(f"sbatch is not on the PATH of a non-interactive shell on {login.host}")
     lines = out.strip().splitlines()
-    found = JOB_ID.match(lines[-1]) if len(lines) >= 2 else None
+    found = JOB_ID.match(lines[-1]) if len(lines) >= 3 else None
     if status != 0 or not found:
         raise UsageError(f"sbatch on {login.host} refused the job: {err.strip() or out.strip()}")
-    root = lines[-2]
-    return RemoteSubmission(found.group(1), root, f"{root}/bundles/{name}")
+    return RemoteSubmission(found.group(1), lines[-3], lines[-2])
 
 
 def bundle_tar(bundle: Bundle) -> bytes:

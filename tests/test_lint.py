@@ -104,6 +104,7 @@ CASES = [
     ),
     ("ray-2.12-rocm", ORL_AMD, ["versions.ray=2.12.0"], ["versions.ray=2.9.3"]),
     ("verl-min-ray", VERL, ["versions.ray=2.40.0"], ["versions.ray=2.41.0"]),
+    ("ray-unauthenticated", VERL, ["versions.ray=2.51.1"], ["versions.ray=2.52.0"]),
     (
         "vllm-weight-sync-bug",
         ORL,

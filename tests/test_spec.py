@@ -9,6 +9,7 @@ import pytest
 from clusterctl.errors import SpecError
 from clusterctl.spec import load_spec_text
 from clusterctl.spec.loader import apply_overrides
+from tests.conftest import ROOT, run_cli
 
 MINIMAL = """\
 container:
@@ -244,3 +245,17 @@ def test_time_limit_warning_requeue_and_the_stop_wait_reach_the_job() -> None:
 def test_requeue_and_dependencies_are_clusterctls(option: str) -> None:
     with pytest.raises(SpecError, match=r"slurm\.extra"):
         load_spec_text(MINIMAL, "job.yaml", [f"slurm.extra=[{option}]"])
+
+
+# issue 20: the Ray token is the job's own; no spec can set or pass it
+@pytest.mark.parametrize(
+    "assignment",
+    ["container.env.RAY_AUTH_MODE=disabled", "network.nccl_env.RAY_AUTH_TOKEN=x",
+     "container.env_passthrough=[RAY_AUTH_TOKEN]"],
+)  # fmt: skip
+def test_ray_token_settings_belong_to_the_job(assignment: str) -> None:
+    result = run_cli(
+        "validate", str(ROOT / "examples" / "cpu-dev-cluster.yaml"), "--set", assignment
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "is set by clusterctl: each job gets its own Ray token" in result.stderr

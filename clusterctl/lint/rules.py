@@ -322,6 +322,26 @@ def _ray_212(spec: JobSpec) -> Findings:
 
 
 @rule(
+    "ray-unauthenticated",
+    "warning",
+    "Ray before 2.52 has no token authentication: the job's head is open to the cluster network",
+    "use Ray >= 2.52 (job.sbatch turns its token authentication on for every job), or keep "
+    "the head's ports closed to everyone but the job's nodes",
+    "docs.ray.io ray-security/token-auth.html (token auth from Ray 2.52.0); the Ray 2.52 "
+    "advisory: unauthenticated dashboard and Jobs API run arbitrary code",
+)
+def _ray_unauthenticated(spec: JobSpec) -> Findings:
+    version, path = _version(spec, "ray")
+    parsed = parse_version(version)
+    if parsed is not None and parsed < Version("2.52"):
+        yield (
+            path,
+            f"Ray {version}: anyone who reaches the head's GCS, dashboard or Jobs API runs "
+            "code there",
+        )
+
+
+@rule(
     "verl-min-ray",
     "error",
     "verl needs ray[default] >= 2.41",

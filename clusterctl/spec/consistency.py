@@ -265,9 +265,26 @@ def _argv_sizes(spec: JobSpec) -> list[tuple[FieldPath, str]]:
     return out
 
 
+# Set by job.sbatch for every job (Ray's token authentication, one token per job).
+JOB_OWNED_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+
+
 def check_consistency(spec: JobSpec) -> list[tuple[FieldPath, str]]:
     """Every contradiction between sections, as (field path, message)."""
     out: list[tuple[FieldPath, str]] = []
+    for section, env in (("env", spec.container.env), ("nccl_env", spec.network.nccl_env)):
+        for name in env:
+            if name in JOB_OWNED_ENV:
+                where = ("container" if section == "env" else "network", section, name)
+                out.append((where, f"{name} is set by clusterctl: each job gets its own Ray token"))
+    for name in spec.container.env_passthrough:
+        if name in JOB_OWNED_ENV:
+            out.append(
+                (
+                    ("container", "env_passthrough"),
+                    f"{name} is set by clusterctl: each job gets its own Ray token",
+                )
+            )
     c, slurm = spec.container, spec.slurm
     gpus = slurm.gpus_per_node or 0
     logical = spec.hardware.logical_gpus

@@ -5,10 +5,13 @@ cause, and leave no container behind on any node."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -450,6 +453,71 @@ def test_a_node_whose_slurmd_died_removes_its_own_container(tmp_path: Path) -> N
             120,
             "node2 idle again",
         )
+
+
+# issue 20 high 3: the Ray head is open only to the job's own token
+def test_the_ray_head_refuses_a_client_without_the_jobs_token(tmp_path: Path) -> None:
+    job, _, _ = sbatch(
+        tmp_path, render(tmp_path, "slurm.nodes=2", "workload.command=sleep 600"), wait=False
+    )
+    try:
+        wait_for_phase(job, "workload", 120)
+        head = re.search(r"head node1 at (\S+):(\d+) \(dashboard (\d+)\)", job.log)
+        assert head, job.log
+        ip, gcs, dashboard = head.groups()
+        # a stranger on the cluster network: the same image, host networking, no token
+        stranger = subprocess.run(
+            ["docker", "run", "--rm", "--network", "host", cluster.DEV_IMAGE, "timeout", "40",
+             "python3", "-c", f"import ray; ray.init(address='{ip}:{gcs}')"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert stranger.returncode != 0
+        assert "Authentication token is missing or incorrect" in stranger.stdout + stranger.stderr
+        token = (job.log_dir / "ray-auth-token").read_text().strip()
+        assert oct((job.log_dir / "ray-auth-token").stat().st_mode & 0o777) == "0o600"
+        assert oct(job.log_dir.stat().st_mode & 0o777) == "0o700"
+
+        def jobs_api(headers: dict[str, str]) -> int:
+            request = urllib.request.Request(f"http://{ip}:{dashboard}/api/jobs/", headers=headers)
+            try:
+                with urllib.request.urlopen(request, timeout=30) as answer:
+                    return int(answer.status)
+            except urllib.error.HTTPError as refused:
+                return refused.code
+
+        assert jobs_api({}) == 401
+        assert jobs_api({"Authorization": f"Bearer {token}"}) == 200
+        # the token is in no process's argv on the host
+        assert (
+            token
+            not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        )
+    finally:
+        subprocess.run(["scancel", job.job_id], check=False)
+    finish(job)
+    assert containers_of(job) == []
+
+
+# issue 20 high 1: a run directory another user made first (the job's name and id are
+# predictable) is never written into nor run from: the job fails naming it
+def test_a_run_directory_made_by_someone_else_is_refused(tmp_path: Path) -> None:
+    script = render(tmp_path)
+    held = subprocess.run(
+        ["sbatch", "--parsable", "--hold", str(script)],
+        cwd=tmp_path, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    job = Job(held.split(";")[0], tmp_path)
+    planted = tmp_path / "clusterctl-logs" / f"cpu-smoke-{job.job_id}"
+    planted.mkdir(parents=True)
+    marker = tmp_path / "ran-the-planted-code"
+    (planted / "node-lib.sh").write_text(f"touch {marker}\n")
+    os.chmod(planted, 0o777)
+    os.chown(planted, 65534, 65534)
+    subprocess.run(["scontrol", "release", job.job_id], check=True)
+    assert finish(job) == 1
+    assert "cannot create the log directory" in job.log and "exists already" in job.log
+    assert not marker.exists() and sorted(p.name for p in planted.iterdir()) == ["node-lib.sh"]
+    assert containers_of(job) == []
 
 
 def test_failing_workload_fails_the_job_with_its_status(tmp_path: Path) -> None:

@@ -308,6 +308,49 @@ def test_submit_refuses_a_login_node_whose_host_key_is_unknown(
     assert not (tmp_path / "jobs").exists()
 
 
+# issue 20 high 2: a shared remote_dir where another user planted bundles/ (their own
+# directory, or a symlink to one): submit refuses it and writes nothing there
+@pytest.mark.parametrize("planted", ["directory", "symlink", "open-root"])
+def test_submit_refuses_a_remote_dir_another_user_can_write(
+    login: LoopbackSshd, tmp_path: Path, planted: str
+) -> None:
+    jobs, theirs = tmp_path / "jobs", tmp_path / "theirs"
+    jobs.mkdir()
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)  # nobody's
+    if planted == "directory":
+        (jobs / "bundles").mkdir()
+        os.chown(jobs / "bundles", 65534, 65534)
+    elif planted == "symlink":
+        (jobs / "bundles").symlink_to(theirs)
+    else:  # a remote_dir anyone may write to, without the sticky bit
+        os.chmod(jobs, 0o777)
+    refused = over_ssh(login, jobs, "submit", str(CPU_EXAMPLE), "--host", "login")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    said = {"directory": "bundles is not this user's own directory",
+            "symlink": "bundles is not this user's own directory",
+            "open-root": "is writable by others and not sticky"}[planted]  # fmt: skip
+    assert said in refused.stderr
+    assert list(theirs.iterdir()) == []
+    if planted == "open-root":
+        os.chmod(jobs, 0o1777)  # sticky, as /tmp: another user cannot swap bundles/ any more
+        accepted = over_ssh(
+            login,
+            jobs,
+            "submit",
+            str(CPU_EXAMPLE),
+            "--host",
+            "login",
+            *[a for s in FAST for a in ("--set", s)],
+        )
+        assert accepted.returncode == 0, accepted.stderr
+        job_id = re.search(r"^submitted job (\d+) ", accepted.stdout, re.M).group(1)  # type: ignore[union-attr]
+        subprocess.run(["scancel", job_id], check=False)
+        (bundle,) = (jobs / "bundles").iterdir()  # made by mktemp: unpredictable, private
+        assert re.fullmatch(r"cpu-smoke-\d{8}T\d{6}-[0-9a-f]{8}-\w{8}", bundle.name), bundle.name
+        assert oct((jobs / "bundles").stat().st_mode & 0o777) == "0o700"
+
+
 def _text(job: Job, name: str) -> str:
     found = list((job.workdir / "clusterctl-logs").glob(f"*-{job.job_id}/{name}"))
     return found[0].read_text() if found else ""
