@@ -22,7 +22,6 @@ SIGNATURE_EXCERPTS = ROOT / "tests" / "fixtures" / "doctor" / "signatures"
 KNOWN_MISSES = {
     "amd-visibility__ray-46563-rocr-num-gpus-sees-all.log",  # Ray's GPU count, no error line
     "iface__nccl-tests-219-different-ifnames-per-node.log",  # only NCCL's "internal error"
-    "pg-pending__scalingup-6-no-gpu-registered.log",  # autoscaler wording for no GPU node
     # (skew__llamafactory-6047 is named only by `unrecognised` quoting LLaMA-Factory's own
     # version message: no signature knows it)
 }
@@ -46,8 +45,14 @@ def test_a_clean_run_gives_no_finding(case: dict[str, object]) -> None:
 
 
 # The second collection (10 logs): seven signatures were written from them, so none of them
-# counts as held out, whether or not it became an excerpt.
-WRITTEN_FROM = {str(c["file"]) for c in CASES[34:]}
+# counts as held out, whether or not it became an excerpt; nor do the logs of the third
+# collection (2026-11-24) that signatures were written from (their excerpts are copies of
+# them), nor scalingup #6, which ray-infeasible-request was written from, nor verl #1964,
+# whose wording ray-oom-kill took.
+WRITTEN_FROM = {str(c["file"]) for c in CASES[34:44]} | {
+    "pg-pending__scalingup-6-no-gpu-registered.log",
+    "ray_host_oom__verl-1964-ckpt-save-host-oom.log",
+}
 
 
 def test_score_and_what_was_held_out() -> None:
@@ -63,5 +68,5 @@ def test_score_and_what_was_held_out() -> None:
     ]
     named = [c for c in failures if c["file"] not in KNOWN_MISSES]
     named_held_out = [c for c in held_out if c["file"] not in KNOWN_MISSES]
-    assert len(failures) == 39 and len(held_out) == 22
-    assert (len(named), len(named_held_out)) == (36, 19)  # 92 % of all, 86 % held out
+    assert len(failures) == 45 and len(held_out) == 21
+    assert (len(named), len(named_held_out)) == (43, 19)  # 95.6 % of all, 90 % held out

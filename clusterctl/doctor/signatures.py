@@ -105,6 +105,17 @@ SIGNATURES: tuple[Signature, ...] = (
         "verl #2596, #1182, PR #6663",
     ),
     _sig(
+        "ray-infeasible-request",
+        r"No available node types can fulfill resource request",
+        "no node of the Ray cluster offers what a task or actor asks for, so it never starts",
+        "a GPU request where Ray registered no GPU resource (ray start without GPUs "
+        "declared, or none visible to Ray), or a bundle larger than any one node",
+        "check `ray status`: declare the node's GPUs to Ray (ray start --num-gpus, visible "
+        "devices in the container) or ask for what one node has",
+        "the join check compares every node's Ray resources with the spec's before the workload",
+        "real-stanford/scalingup #6 (the reporter fixed it by declaring the GPU)",
+    ),
+    _sig(
         "no-available-agent",
         r"No available agent to submit job",
         "ray job submit found no dashboard agent",
@@ -245,7 +256,8 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     _sig(
         "ray-oom-kill",
-        r"killed due to memory pressure \(OOM\)",
+        r"killed due to memory pressure \(OOM\)"
+        r"|Task was killed due to the node running low on memory",
         "Ray's memory monitor killed workers: host RAM ran out",
         "too much CPU offload or too little --mem",
         "--mem=0, less CPU offload, or tune RAY_memory_usage_threshold",
@@ -290,6 +302,42 @@ SIGNATURES: tuple[Signature, ...] = (
         "keep TP within a node; check MASTER_ADDR and the socket interface",
         "rules rollout-tp-spans-nodes and nccl-socket-ifname",
         "verl #4373, OpenRLHF #758, #1040, #795",
+    ),
+    _sig(
+        "rendezvous-unreachable",
+        r"DistNetworkError: The client socket has failed to connect to"
+        r"|The client socket has failed to connect to any network address",
+        "a torch.distributed rank could not reach the master's TCPStore",
+        "MASTER_ADDR is an address other nodes cannot route to (the master's first interface, "
+        "not the cluster network), the port is blocked, or the master is not up yet",
+        "set MASTER_ADDR to the address of an interface every node reaches (the one NCCL's "
+        "socket interface names) and open MASTER_PORT between the nodes",
+        "network.socket_ifname and network.address_source pick one routable address per node; "
+        "preflight checks every node pair can reach it",
+        "huggingface/accelerate #2468, microsoft/DeepSpeed #5136",
+    ),
+    _sig(
+        "resume-world-size",
+        r"The checkpoint being loaded used a DP world size of (?P<saved>\d+) but the current "
+        r"world size is (?P<now>\d+)",
+        "a checkpoint saved by {saved} data-parallel ranks cannot be resumed by {now}",
+        "the job resumes on a different number of GPUs than the run that saved it",
+        "resume with the same nodes x GPUs, or convert the checkpoint to a universal one "
+        "(DeepSpeed ds_to_universal.py; OpenRLHF's universal checkpoints)",
+        "a continuation keeps the spec's slurm.nodes; spare nodes keep the count",
+        "THUDM/GLM #136, deepspeedai/DeepSpeed #2898, OpenRLHF PR #891",
+    ),
+    _sig(
+        "vllm-no-device",
+        r"RuntimeError: No supported device detected|RuntimeError: No CUDA GPUs are available",
+        "a process that needs a GPU (a vLLM engine) sees none",
+        "it runs in a Ray actor or task that asked for no GPU: Ray sets CUDA_VISIBLE_DEVICES "
+        "(HIP_VISIBLE_DEVICES) empty for num_gpus=0",
+        "give the actor its GPU (num_gpus, or the placement bundle's GPU), or turn Ray's "
+        "masking off for it (RAY_EXPERIMENTAL_NOSET_*_VISIBLE_DEVICES) when it places itself",
+        "rules amd-visibility-conflict and ray-noset-visibility; the self-test runs a rank per "
+        "GPU with the visibility Ray sets",
+        "OpenRLHF #233, vllm PR #3198",
     ),
     _sig(
         "raylet-socket",
@@ -550,3 +598,27 @@ def _strip(pattern: str) -> str:
 # One pass per line finds the lines that any signature may match; only those are judged
 # signature by signature (most log lines match nothing, and each RE2 call has a fixed cost).
 ANY_SIGNATURE = re2.compile("|".join(f"(?:{_strip(sig.pattern.pattern)})" for sig in SIGNATURES))
+
+
+def signatures_markdown() -> str:
+    """docs/doctor.md: every failure class the doctor knows, with its source."""
+    cell = lambda text: text.replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    rows = [
+        f"| `{sig.id}` | {cell(sig.meaning)} | {cell(sig.cause)} | {cell(sig.source)} |"
+        for sig in SIGNATURES
+    ]
+    return "\n".join(
+        [
+            "# What `clusterctl doctor` knows",
+            "",
+            "Generated from `clusterctl/doctor/signatures.py` (tests/test_doctor.py keeps it",
+            "current). Each row is a failure class: what the matching line means, its likely",
+            "cause, and the threads or docs it rests on. Real failure logs for them, with the",
+            "causes their threads confirm: `tests/fixtures/doctor/corpus/SOURCES.md`.",
+            "",
+            "| signature | meaning | likely cause | source |",
+            "|---|---|---|---|",
+            *rows,
+            "",
+        ]
+    )
