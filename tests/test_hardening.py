@@ -211,6 +211,13 @@ def test_alias_bomb_is_refused(tmp_path: Path) -> None:
     assert "alias bomb" in refused(tmp_path, "\n".join(lines) + "\n" + BASE)
 
 
+# issue 20 item 13: an alias inside its own anchor once crashed every command
+@pytest.mark.parametrize("text", ["a: &a {b: *a}\n", "x: &a\n  y: [1, *a]\n"])
+def test_a_recursive_alias_is_refused_naming_its_line(tmp_path: Path, text: str) -> None:
+    said = refused(tmp_path, text + BASE)
+    assert "lies inside &a itself: a spec cannot hold recursive data" in said
+
+
 @pytest.mark.parametrize("depth", [1000, 30000])
 def test_deep_nesting_is_refused(tmp_path: Path, depth: int) -> None:
     assert "nests deeper than" in refused(tmp_path, "slurm: " + "[" * depth + "\n")

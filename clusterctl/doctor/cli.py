@@ -53,6 +53,7 @@ def doctor(logs: tuple[Path, ...], job_id: str | None, logs_root: Path, as_json:
     else:
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(
             "signature", "where", "meaning / likely cause", "fix", "prevented by", show_lines=True
@@ -64,12 +65,13 @@ def doctor(logs: tuple[Path, ...], job_id: str | None, logs_root: Path, as_json:
             said = [when, hit.node, f"rank {hit.rank}" if hit.rank else ""]
             if any(said):
                 where += "\n" + " ".join(s for s in said if s)
+            # the cells quote the logs: never read as rich markup
             table.add_row(
-                str(d["id"]),
-                where,
-                f"{d['meaning']}\n{d['cause']}",
-                str(d["fix"]),
-                str(d["prevention"]),
+                Text(str(d["id"])),
+                Text(where),
+                Text(f"{d['meaning']}\n{d['cause']}"),
+                Text(str(d["fix"])),
+                Text(str(d["prevention"])),
             )
         Console(width=160).print(table)
     sys.exit(EXIT_FOUND if hits else EXIT_CLEAN)

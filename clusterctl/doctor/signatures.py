@@ -352,7 +352,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "actor-unavailable",
         r"The actor .* is unavailable|--node-ip-address[= ]0\.0\.0\.0",
         "Ray actors on other nodes cannot be reached",
-        "the head advertised 0.0.0.0 or loopback",
+        "the head advertised 0.0.0.0 or loopback, or the actor's worker died (an NCCL error, "
+        "a full /dev/shm, fewer GPUs than it asked for)",
         "start the head with the node's real address",
         "clusterctl derives and checks each node's address; rule loopback-head",
         "OpenRLHF #339, #1236",
@@ -388,7 +389,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "hip-oom",
         r"HIP out of memory|hipErrorOutOfMemory",
         "a ROCm process ran out of GPU memory",
-        "device_map / visibility mismatch, or memory settings too high",
+        "device_map / visibility mismatch, or memory settings too high (on APUs: the kernel's "
+        "limits and the BIOS split of GPU memory)",
         "lower gpu_memory_utilization; check visibility",
         "rule gpu-memory-utilization",
         "seeds (verl on AMD guide)",
@@ -397,7 +399,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "gcs-unreachable",
         r"(?i)failed to connect to (the )?GCS|Unable to connect to GCS",
         "a Ray process could not reach the head's GCS",
-        "the head is not up yet, or a firewall blocks the GCS port",
+        "the head is not up yet, a firewall blocks the GCS port, or the address is empty or "
+        "wrong (an unset $MASTER_ADDR in the launch script)",
         "open ray.head_port between nodes; start workers only after the head answers",
         "clusterctl's workers wait for the GCS port before ray start",
         "seeds (verl on AMD guide)",
@@ -600,11 +603,14 @@ def _strip(pattern: str) -> str:
 ANY_SIGNATURE = re2.compile("|".join(f"(?:{_strip(sig.pattern.pattern)})" for sig in SIGNATURES))
 
 
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
 def signatures_markdown() -> str:
     """docs/doctor.md: every failure class the doctor knows, with its source."""
-    cell = lambda text: text.replace("|", "\\|").replace("\n", " ")  # noqa: E731
     rows = [
-        f"| `{sig.id}` | {cell(sig.meaning)} | {cell(sig.cause)} | {cell(sig.source)} |"
+        f"| `{sig.id}` | {_cell(sig.meaning)} | {_cell(sig.cause)} | {_cell(sig.source)} |"
         for sig in SIGNATURES
     ]
     return "\n".join(

@@ -47,6 +47,7 @@ def build(
     tagged container.image; print its ID and write the bundle with the image pinned
     (container.image_id) and image.json, so the job refuses nodes holding another image."""
     from rich.console import Console
+    from rich.markup import escape
 
     from clusterctl.cli import load_checked
     from clusterctl.image.build import build_image
@@ -56,7 +57,7 @@ def build(
 
     def show(event: BuildEvent) -> None:
         if event.kind == "step":
-            console.print(f"[bold]step {event.step}/{event.steps}[/] {event.text}", markup=True)
+            console.print(f"[bold]step {event.step}/{event.steps}[/] {escape(event.text)}")
         elif event.kind == "output":
             console.print(f"  {event.text}", style="dim", markup=False)
 

@@ -139,15 +139,19 @@ def _print_status(
     job_id: str, state: object, record: RunRecord | None, explanation: dict[str, str] | None
 ) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     from clusterctl.jobs.slurm import JobState
 
+    # job names, causes and log lines are anyone's text: never read as rich markup
     console = Console(width=120)
     if isinstance(state, JobState):
         where = f" on {state.nodes}" if state.nodes else ""
         console.print(
-            f"job {job_id} ({state.name}): [bold]{state.state}[/]{where}, {state.elapsed}"
+            f"job {job_id} ({escape(state.name)}): [bold]{escape(state.state)}[/]"
+            f"{escape(where)}, {escape(state.elapsed)}"
         )
     else:
         console.print(f"job {job_id}: SLURM no longer knows it; from its logs:")
@@ -157,7 +161,7 @@ def _print_status(
     table = Table("phase", "started", "took", title=str(record.directory))
     for row in record.rows:
         took = "running" if row.seconds is None else f"{row.seconds:.1f}s"
-        table.add_row(row.phase, f"+{row.started:.1f}s", took)
+        table.add_row(Text(row.phase), f"+{row.started:.1f}s", took)
     console.print(table)
     if record.progress:
         console.print(f"progress: {record.progress[:110]}", markup=False, highlight=False)
@@ -171,12 +175,13 @@ def _print_status(
         console.print("[green]succeeded[/]")
         return
     console.print(
-        f"[bold red]failed[/] (status {record.status}): node {record.failed_node}: {record.cause}"
+        f"[bold red]failed[/] (status {record.status}): "
+        + escape(f"node {record.failed_node}: {record.cause}")
     )
     for later in record.consequences:
-        console.print(f"  then: {later}")
+        console.print(f"  then: {later}", markup=False)
     if explanation:
-        console.print(f"doctor: {explanation['meaning']}; fix: {explanation['fix']}")
+        console.print(f"doctor: {explanation['meaning']}; fix: {explanation['fix']}", markup=False)
     else:
         console.print("doctor: no known failure signature in the logs beyond the cause above")
 
@@ -343,6 +348,7 @@ def list_jobs(logs_root: Path) -> None:
     """The clusterctl jobs that have a log directory here, newest first, with their outcome."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table("job", "name", "run", "outcome", "failed node: cause")
     dirs = sorted(
@@ -362,7 +368,7 @@ def list_jobs(logs_root: Path) -> None:
         else:
             outcome = "succeeded" if record.status == 0 else f"failed ({record.status})"
         cause = f"{record.failed_node}: {record.cause}" if record.cause else ""
-        table.add_row(job_id, name, run, outcome, cause[:80])
+        table.add_row(job_id, Text(name), run, Text(outcome), Text(cause[:80]))
     Console(width=140).print(table)
 
 

@@ -183,6 +183,12 @@ def _check_shape(text: str, source: str) -> None:
             if anchor is not None:
                 sizes[anchor] = 1
         elif isinstance(event, yaml.AliasEvent):
+            if event.anchor in {anchor for anchor, _ in stack}:
+                message = (
+                    f"the alias *{event.anchor} lies inside &{event.anchor} itself: a spec "
+                    "cannot hold recursive data"
+                )
+                raise SpecError([Problem("", message, source, line)])
             size = sizes.get(event.anchor or "", 1)
             expanded += size
             if expanded > MAX_ALIAS_EXPANSION:

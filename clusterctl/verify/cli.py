@@ -165,6 +165,7 @@ def drain_commands(results: list[Result]) -> list[list[str]]:
 def print_table(results: list[Result]) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     style = {
         "ok": "green",
@@ -177,7 +178,11 @@ def print_table(results: list[Result]) -> None:
     for col in ("node", "check", "status", "reason", "fix"):
         table.add_column(col, overflow="fold")
     for r in sorted(results, key=lambda r: (r.node == "*", r.node, r.check)):
-        table.add_row(r.node, r.check, f"[{style[r.status]}]{r.status}[/]", r.reason, r.fix)
+        # node names, reasons and fixes quote what nodes and tools said: never markup
+        table.add_row(
+            Text(r.node), Text(r.check), Text(r.status, style=style[r.status]), Text(r.reason),
+            Text(r.fix),
+        )  # fmt: skip
     Console(width=160 if not sys.stdout.isatty() else None).print(table)
     counts = {s: sum(r.status == s for r in results) for s in ("fail", "unknown", "warn", "ok")}
     click.echo(
