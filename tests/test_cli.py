@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -148,3 +150,29 @@ def test_job_exit_status_reads_slurm_code_and_signal_as_sbatch_wait_would() -> N
     assert job_exit_status("3:0") == 3
     assert job_exit_status("0:15") == 143
     assert job_exit_status("") is None
+
+
+# issue 21 item 2: `clusterctl --help` and a command's --help load none of the heavy
+# libraries; the commands that use them import them (the time: benchmarks/startup.py)
+HEAVY = ("pydantic", "rich", "paramiko", "docker", "ray", "yaml", "jinja2", "re2")
+
+
+@pytest.mark.parametrize("argv", [[], ["--help"], ["validate", "--help"], ["doctor", "--help"]])
+def test_the_cli_starts_without_its_heavy_libraries(argv: list[str]) -> None:
+    code = (
+        "import sys\n"
+        "import clusterctl.cli\n"
+        f"argv = {argv!r}\n"
+        "if argv:\n"
+        "    try:\n"
+        '        clusterctl.cli.main(argv, prog_name="clusterctl")\n'
+        "    except SystemExit:\n"
+        "        pass\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True, text=True, check=True, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    ).stdout  # fmt: skip
+    assert out.strip().splitlines()[-1] == "[]", out

@@ -29,7 +29,6 @@ from clusterctl.jobs.records import (
 )
 from clusterctl.jobs.slurm import has_ended, job_state, queued, scancel
 from clusterctl.remote import remote_options
-from clusterctl.render.templates import render_template
 
 CANCEL_DEADLINE = 120  # seconds for a cancelled job to leave RUNNING (its cleanup included)
 
@@ -320,6 +319,8 @@ def down(job_id: str, logs_root: Path, nodelist: str | None) -> None:
                 ["scontrol", "show", "hostnames", nodes], capture_output=True, text=True, check=True
             ).stdout.split()
         )
+        from clusterctl.render.templates import render_template
+
         # the job's own sweep (templates/partials/sweep.sh.j2), run on each of its nodes
         sweep = render_template("partials/sweep.sh.j2") + 'cc_node_remove_job "$1"\n'
         cmd = ["srun", f"--nodelist={nodes}", f"--nodes={count}", f"--ntasks={count}",

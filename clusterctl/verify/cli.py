@@ -15,7 +15,6 @@ import click
 from clusterctl.console import user_errors
 from clusterctl.errors import UsageError
 from clusterctl.ssh import SshOptions, Transport
-from clusterctl.verify.expect import expectations, with_tarball_id
 from clusterctl.verify.judges import (
     Expect,
     NodeFacts,
@@ -106,6 +105,8 @@ def verify(
             gathered = gather_srun(script, nodelist, count)
         else:
             raise UsageError("not inside an allocation: give --hosts, --job or --local")
+        from clusterctl.verify.expect import expectations, with_tarball_id
+
         expect = with_tarball_id(expectations(loaded.spec, live_jobs()), loaded.spec)
         results, facts = judge_gathered(gathered, expect)
     if as_json:
