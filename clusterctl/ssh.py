@@ -121,6 +121,8 @@ class HostSettings:
 def resolve(destination: str, options: SshOptions, jumps: str | None = None) -> HostSettings:
     """DESTINATION (an alias, or a ProxyJump hop: [user@]host[:port]) as `ssh` would connect
     to it; JUMPS overrides its ProxyJump, as `ssh -J` does for the last hop of a chain."""
+    if options.config_file is not None and not options.config_file.is_file():
+        raise UsageError(f"--ssh-config {options.config_file}: no such file")
     if shutil.which("ssh") is None:
         return _resolve_with_paramiko(destination, options, jumps)
     target = destination
@@ -222,13 +224,12 @@ class ParamikoRemote:
             sock = transport.open_channel("direct-tcpip", target, ("127.0.0.1", 0))
         client = paramiko.SSHClient()
         self._opened.append(client)
-        for known in settings.known_hosts:
-            path = Path(known).expanduser()
-            if path.is_file():
-                client.load_host_keys(str(path))
+        known = [Path(k).expanduser() for k in settings.known_hosts]
+        revoked = load_known_hosts(client, [k for k in known if k.is_file()])
         client.set_missing_host_key_policy(
-            paramiko.AutoAddPolicy() if options.accept_new_host_keys else paramiko.RejectPolicy()
-        )
+            AppendNewHostKey(known[0]) if options.accept_new_host_keys and known
+            else paramiko.RejectPolicy()
+        )  # fmt: skip
         keys = [str(p) for f in settings.identity_files if (p := Path(f).expanduser()).is_file()]
         client.connect(
             settings.hostname,
@@ -240,6 +241,11 @@ class ParamikoRemote:
             auth_timeout=options.timeout,
             sock=sock,
         )
+        transport = client.get_transport()
+        if transport is not None and transport.get_remote_server_key() in revoked:
+            raise UsageError(
+                f"the host key of {destination} is marked @revoked in known_hosts: refused"
+            )
         return client
 
     def run(self, command: str, stdin: bytes = b"", timeout: float = 120) -> tuple[int, str, str]:
@@ -278,6 +284,55 @@ class ParamikoRemote:
     def close(self) -> None:
         for client in reversed(self._opened):
             client.close()
+
+
+def load_known_hosts(client: paramiko.SSHClient, paths: list[Path]) -> list[paramiko.PKey]:
+    """Every plain host key line of PATHS into CLIENT's host keys; the @revoked keys returned.
+
+    paramiko's own loader refuses a whole file for one line it cannot parse (an
+    @cert-authority line, which it does not support): such lines are skipped here, never the
+    file. The files are only read: a key accepted later is appended (AppendNewHostKey),
+    never the file rewritten."""
+    from paramiko.hostkeys import HostKeyEntry
+
+    keys, revoked = client.get_host_keys(), []
+    for path in paths:
+        for line in path.read_text(errors="replace").splitlines():
+            text = line.strip()
+            if not text or text.startswith("#") or text.startswith("@cert-authority"):
+                continue
+            marker = text.startswith("@revoked")
+            try:
+                entry = HostKeyEntry.from_line(text.removeprefix("@revoked").strip())
+            except Exception:  # one bad line must not lose the others
+                continue
+            if entry is None or entry.key is None:
+                continue
+            if marker:
+                revoked.append(entry.key)
+                continue
+            for name in entry.hostnames:
+                keys.add(name, entry.key.get_name(), entry.key)
+    return revoked
+
+
+class AppendNewHostKey:
+    """--accept-new-host-keys: trust an unknown key and append one line for it to the
+    user's known_hosts (under a lock: verify connects to many hosts at once)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> None:
+        import fcntl
+
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with self.path.open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            handle.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
 
 
 # ---- the system's OpenSSH ----

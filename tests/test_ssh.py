@@ -72,3 +72,29 @@ def test_without_openssh_an_include_is_refused_naming_the_line(
     (tmp_path / "config").write_text("Host *\n  User bob\nInclude ~/.ssh/config.d/*\n")
     with pytest.raises(UsageError, match=r"config line 3: Include needs OpenSSH's client"):
         resolve("login", SshOptions(config_file=tmp_path / "config"))
+
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+
+
+# issue 20 item 7: one @cert-authority line made paramiko refuse the whole file
+def test_known_hosts_with_markers_and_bad_lines_keep_the_others(tmp_path: Path) -> None:
+    import paramiko
+
+    from clusterctl.ssh import load_known_hosts
+
+    known = tmp_path / "known_hosts"
+    known.write_text(
+        f"# a comment\n@cert-authority *.example.com {KEY}\n@revoked * {KEY}\n"
+        f"not a host key line\n[127.0.0.1]:2222 {KEY}\n"
+    )
+    client = paramiko.SSHClient()
+    revoked = load_known_hosts(client, [known])
+    assert client.get_host_keys().lookup("[127.0.0.1]:2222") is not None
+    assert [k.get_base64() for k in revoked] == [KEY.split()[1]]
+    assert known.read_text().startswith("# a comment\n")  # read, never rewritten
+
+
+def test_a_missing_ssh_config_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"--ssh-config .*: no such file"):
+        resolve("login", SshOptions(config_file=tmp_path / "nope"))
