@@ -4,6 +4,7 @@ dev cluster are in tests/e2e/test_lifecycle.py."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from clusterctl.errors import UsageError
 from clusterctl.jobs.records import read_timeline, run_directories, summarize
 from clusterctl.jobs.slurm import has_ended, job_state, parse_sacct_job, parse_squeue_job
+from tests.conftest import run_cli
 
 CLEAN_JOB = Path(__file__).parent / "fixtures" / "doctor" / "clean-job"
 
@@ -185,3 +187,24 @@ def test_a_character_split_across_two_reads_stays_whole(
         handle.write("é ".encode()[1:] + "step 2 ✓\n".encode())
     cli._copy_new(log, offset, decoder)
     assert capsys.readouterr().out == "step 1 café step 2 ✓\n"
+
+
+# issue 20 item 12: `down` refuses when SLURM cannot answer, instead of acting as if the job
+# had ended (a stand-in squeue failing as SLURM's clients do with slurmctld down: sinfo printed
+# "slurm_load_partitions: Unable to contact slurm controller (connect failure)" on the dev
+# cluster before slurmctld started)
+def test_down_refuses_when_slurm_does_not_answer(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    squeue = bin_dir / "squeue"
+    squeue.write_text(
+        "#!/bin/sh\necho 'slurm_load_jobs error: Unable to contact slurm controller "
+        "(connect failure)' >&2\nexit 1\n"
+    )
+    squeue.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    result = run_cli("down", "4242", "--nodes", "node1", env=env, cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "SLURM did not answer about job 4242: slurm_load_jobs error: Unable to contact" in (
+        result.stderr
+    )

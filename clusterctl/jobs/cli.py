@@ -306,7 +306,7 @@ def down(job_id: str, logs_root: Path, nodelist: str | None) -> None:
     that died without its own cleanup. Runs one srun step over those nodes."""
     with user_errors():
         check_job_id(job_id)
-        state = job_state(job_id)
+        state = job_state(job_id, strict=True)  # never remove a running job's containers
         if state is not None and not has_ended(state):
             raise UsageError(
                 f"job {job_id} is {state.state}: cancel it (clusterctl cancel {job_id})"

@@ -74,11 +74,14 @@ def parse_sacct_job(text: str) -> JobState | None:
     return None
 
 
-def job_state(job_id: str) -> JobState | None:
+def job_state(job_id: str, strict: bool = False) -> JobState | None:
     """SLURM's view of the job: slurmctld's (squeue, every state), else the accounting
     database's (sacct) once slurmctld has forgotten it (MinJobAge); None when neither
-    knows it."""
+    knows it. STRICT: a slurmctld that does not answer is an error, not "unknown" (for a
+    caller that would act on a job it believes ended)."""
     if shutil.which("squeue") is None:
+        if strict:
+            raise UsageError("squeue is not on PATH: SLURM cannot say whether the job ended")
         return None
     proc = subprocess.run(
         ["squeue", "-h", "-t", "all", "-j", job_id, "-O", SQUEUE_FORMAT],
@@ -87,6 +90,9 @@ def job_state(job_id: str) -> JobState | None:
         timeout=30,
         check=False,
     )
+    if strict and proc.returncode != 0 and "Invalid job id" not in proc.stderr:
+        said = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "no answer"
+        raise UsageError(f"SLURM did not answer about job {job_id}: {said}")
     state = parse_squeue_job(proc.stdout) if proc.returncode == 0 else None
     if state is not None or shutil.which("sacct") is None:
         return state
