@@ -70,8 +70,9 @@ def test_which_excerpts_are_real_lines() -> None:
         "ray-version-mismatch",
         "slurm-cancelled",
         "slurm-time-limit",
+        "rocr-with-hip",  # verl 0.5.0's own worker code, run here
     }
-    assert len(IDS) - len(real) == 7  # still written lines
+    assert len(IDS) - len(real) == 6  # still written lines
 
 
 def test_excerpts_do_not_cross_trigger_many_signatures() -> None:
