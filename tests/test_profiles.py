@@ -3,6 +3,7 @@ file that holds the value."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,18 @@ def test_an_image_that_names_a_registry_keeps_it() -> None:
     assert names_registry("registry.site:5000/verl:0.9")
     assert names_registry("localhost/verl") and names_registry("host:5000/verl")
     assert not names_registry("rocm/verl:0.9") and not names_registry("verl:0.9")
+
+
+# issue 20 item 9: a profiles file another user can change would steer this user's jobs
+@pytest.mark.parametrize("how", ["group-writable", "another user's"])
+def test_a_profiles_file_others_can_change_is_refused(site: Path, how: str) -> None:
+    profiles = site / "clusterctl-profiles.yaml"
+    if how == "group-writable":
+        profiles.chmod(0o664)
+        said = "is writable by other users: chmod go-w it"
+    else:
+        os.chown(profiles, 65534, 65534)  # nobody's; the tests run as root, who may chown
+        said = "belongs to another user"
+    with pytest.raises(SpecError, match=said) as caught:
+        load_spec(spec_file(site, "site"))
+    assert caught.value.problems[0].path == "profile"

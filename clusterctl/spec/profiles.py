@@ -90,6 +90,8 @@ def load_profile(name: str, spec_source: str, line: int | None) -> LoadedProfile
     from clusterctl.spec.loader import format_path, line_for, parse_yaml
 
     path = profiles_path(spec_source)
+    if (unsafe := _unsafe_to_trust(path)) is not None:
+        raise SpecError([Problem("profile", unsafe, spec_source, line)])
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -118,6 +120,26 @@ def load_profile(name: str, spec_source: str, line: int | None) -> LoadedProfile
     prefix = ("profiles", name, "spec")
     spec_lines = {k[len(prefix) :]: v for k, v in lines.items() if k[: len(prefix)] == prefix}
     return LoadedProfile(name, profiles.profiles[name], str(path), spec_lines)
+
+
+def _unsafe_to_trust(path: Path) -> str | None:
+    """Why PATH must not be read: a profile sets the login host, the remote clusterctl, the
+    registry, mounts and the log directory, so a file another user can change (writable by
+    group or others, or theirs, beside a spec in a shared directory) would steer this user's
+    jobs. The file $CLUSTERCTL_PROFILES names is the user's own choice of owner."""
+    try:
+        info = path.stat()
+    except OSError:
+        return None  # a missing file is reported where it is read
+    if info.st_mode & 0o022:
+        return f"the profiles file {path} is writable by other users: chmod go-w it"
+    chosen = os.environ.get(PROFILES_ENV)
+    if not chosen and info.st_uid not in (os.getuid(), 0):
+        return (
+            f"the profiles file {path} belongs to another user: use your own "
+            "(or name it in $CLUSTERCTL_PROFILES)"
+        )
+    return None
 
 
 def apply_profile(data: dict[str, Any], loaded: LoadedProfile) -> None:
