@@ -210,3 +210,8 @@ def test_log_text_that_looks_like_markup_is_printed_as_it_is(tmp_path: Path) -> 
     table = run_cli("doctor", str(log))
     assert table.returncode == 1 and "Traceback" not in table.stderr, table.stderr
     assert "[/bold] broke on [rank3] and [red]" in table.stdout.replace("\n", "")
+
+
+def test_a_log_that_does_not_exist_is_a_usage_error(tmp_path: Path) -> None:
+    result = run_cli("doctor", str(tmp_path / "nope.log"))
+    assert result.returncode == 2 and f"no such file: {tmp_path / 'nope.log'}" in result.stderr

@@ -211,6 +211,21 @@ def test_alias_bomb_is_refused(tmp_path: Path) -> None:
     assert "alias bomb" in refused(tmp_path, "\n".join(lines) + "\n" + BASE)
 
 
+# issue 20, low: a FIFO as the spec hung validate, /dev/zero read until memory ran out
+@pytest.mark.parametrize("kind", ["fifo", "device", "huge"])
+def test_a_spec_that_is_not_a_small_regular_file_is_refused(tmp_path: Path, kind: str) -> None:
+    spec = tmp_path / "job.yaml"
+    if kind == "fifo":
+        os.mkfifo(spec)
+    elif kind == "huge":
+        spec.write_text("# x\n" * 400_000)
+    target = "/dev/zero" if kind == "device" else str(spec)
+    result = run_cli("validate", target, timeout=30)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    said = "larger than 1 MiB" if kind == "huge" else "not a regular file"
+    assert f"cannot read spec: {said}" in result.stderr
+
+
 # issue 20 item 13: an alias inside its own anchor once crashed every command
 @pytest.mark.parametrize("text", ["a: &a {b: *a}\n", "x: &a\n  y: [1, *a]\n"])
 def test_a_recursive_alias_is_refused_naming_its_line(tmp_path: Path, text: str) -> None:

@@ -38,6 +38,9 @@ def doctor(logs: tuple[Path, ...], job_id: str | None, logs_root: Path, as_json:
         if bool(logs) == bool(job_id):
             raise UsageError("give log files or --job ID (one of the two)")
         paths: list[Path] = []
+        missing = [str(path) for path in logs if not path.exists()]
+        if missing:
+            raise UsageError(f"no such file: {', '.join(missing)}")
         for path in logs:
             paths += sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         if job_id:

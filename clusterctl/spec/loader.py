@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -447,11 +449,28 @@ def load_spec_text(text: str, source: str = "<spec>", overrides: Iterable[str] =
     return loaded
 
 
+MAX_FILE_BYTES = 1 << 20  # a spec or profiles file; real ones are a few KiB
+
+
+def read_small_text(path: Path) -> str:
+    """A regular file's UTF-8 text, at most MAX_FILE_BYTES. Opened without blocking and
+    judged by the opened file itself: a FIFO would hang the read, a device (/dev/zero)
+    never ends. OSError or UnicodeDecodeError say why it cannot be read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(0, "not a regular file")
+        data = handle.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise OSError(0, f"larger than {MAX_FILE_BYTES >> 20} MiB (a spec is a few KiB)")
+    return data.decode("utf-8")
+
+
 def load_spec(path: str | Path, overrides: Iterable[str] = ()) -> LoadedSpec:
     """Read and validate a spec file."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_small_text(p)
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise SpecError([Problem("", f"cannot read spec: {reason}", str(p))]) from None

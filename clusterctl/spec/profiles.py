@@ -87,13 +87,13 @@ def profiles_path(spec_source: str) -> Path:
 
 def load_profile(name: str, spec_source: str, line: int | None) -> LoadedProfile:
     """The profile NAME; a missing file or profile is a problem at the spec's profile line."""
-    from clusterctl.spec.loader import format_path, line_for, parse_yaml
+    from clusterctl.spec.loader import format_path, line_for, parse_yaml, read_small_text
 
     path = profiles_path(spec_source)
     if (unsafe := _unsafe_to_trust(path)) is not None:
         raise SpecError([Problem("profile", unsafe, spec_source, line)])
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_small_text(path)
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         message = f"cannot read the profiles file {path}: {reason}"
