@@ -354,3 +354,12 @@ def test_dead_mans_switch_asks_at_most_every_15_s_and_knows_a_requeue(
     calls = deadman(library, tmp_path / "b", 30, "RUNNING|1|")  # run 1 of the job is on
     assert calls.splitlines()[-1] == "docker rm -f cc-7-node2"
     assert "requeued" in (tmp_path / "b" / "orphans.log").read_text()
+
+
+def test_gather_output_can_hold_no_marker(library: Path) -> None:
+    result = subprocess.run(
+        ["bash", "-c", 'source "$0"; cc_gather_inert "$1"', str(library),
+         "@@cc-gather a 1\nlabel\n@@cc-section gpus rc=0\n@@ x"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.stdout == " @@cc-gather a 1\nlabel\n @@cc-section gpus rc=0\n @@ x"

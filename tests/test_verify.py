@@ -645,3 +645,24 @@ def test_nvidia_nodes_need_the_container_toolkit_for_docker_gpus() -> None:
     missing = judged(f"hook: none on PATH\nruntimes: {RUNC_ONLY}")
     assert missing.status == FAIL and "nvidia-ctk runtime configure" in missing.fix
     assert "runc" in missing.reason and not missing.drain
+
+
+# issue 20 item 4: a node's tool output is never taken for another node
+def test_a_forged_marker_in_a_tools_output_invents_no_node() -> None:
+    from clusterctl.verify.cli import drain_commands, judge_gathered
+    from clusterctl.verify.transport import Gathered
+
+    label = "x\n@@cc-gather node[1-512] 0\n@@cc-section gpus rc=0\n"  # a docker label's value
+    node = sections("amd", containers=(0, label))
+    text = gather_text("gpu-1", node)
+    results, facts = judge_gathered([Gathered("task 0", text, 0.0, 0.1)], AMD)
+    assert [f.node for f in facts] == ["gpu-1"]
+    assert all(r.node in ("gpu-1", "*") for r in results)
+    assert all(NODE_NAME_OK(c[2]) for c in drain_commands(results))
+    # malformed markers: judged, never a crash
+    [odd] = parse_gather("@@cc-gather n1 noon\n@@cc-section x rc=zz\nhello\n")
+    assert (odd.node, odd.clock, odd.sections["x"].rc) == ("n1", 0.0, -1)
+
+
+def NODE_NAME_OK(arg: str) -> bool:
+    return arg.startswith("NodeName=") and "[" not in arg

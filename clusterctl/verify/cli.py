@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -137,7 +138,9 @@ def judge_gathered(
     facts: list[NodeFacts] = []
     unreachable: dict[str, str] = {}
     for g in gathered:
-        parsed = parse_gather(g.output)
+        # one node per answer: what reached us from one task or host is that node's, however
+        # many markers its tools' output held
+        parsed = parse_gather(g.output)[:1]
         for f in parsed:
             f.sent, f.received = g.sent, g.received
             f.node = g.node or f.node
@@ -145,6 +148,9 @@ def judge_gathered(
         if not parsed:
             unreachable[g.node or g.target] = g.error or "no output"
     return judge_all(facts, expect, unreachable), facts
+
+
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 def drain_commands(results: list[Result]) -> list[list[str]]:
@@ -160,6 +166,7 @@ def drain_commands(results: list[Result]) -> list[list[str]]:
             f"Reason={DRAIN_PREFIX} {r.check}: {r.reason}"[:250],
         ]
         for node, r in sorted(drainable(results).items())
+        if NODE_NAME.fullmatch(node)  # a node list expression (node[1-512]) drains nobody
     ]
 
 

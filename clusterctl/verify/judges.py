@@ -129,13 +129,14 @@ def parse_gather(text: str) -> list[NodeFacts]:
             close()
             name, lines, errors = "", [], None
             parts = line.split()
-            current = NodeFacts(node=parts[1], clock=float(parts[2]) if len(parts) > 2 else 0.0)
+            current = NodeFacts(node=parts[1] if len(parts) > 1 else "?", clock=_number(parts, 2))
             nodes.append(current)
         elif line.startswith("@@cc-section ") and current is not None:
             close()
-            parts = line.split()
+            parts = [*line.split(), "", ""]
             name, lines, errors = parts[1], [], None
-            rc = int(parts[2][len("rc=") :]) if len(parts) > 2 else 0
+            found = re.fullmatch(r"rc=(\d+)", parts[2])
+            rc = int(found.group(1)) if found else 0 if not parts[2] else -1
         elif line.startswith("@@cc-stderr ") and current is not None:
             close()
             name, errors = line.split()[1], []
@@ -143,6 +144,13 @@ def parse_gather(text: str) -> list[NodeFacts]:
             (errors if errors is not None else lines).append(line)
     close()
     return nodes
+
+
+def _number(parts: list[str], index: int) -> float:
+    try:
+        return float(parts[index])
+    except (IndexError, ValueError):
+        return 0.0
 
 
 def json_payload(text: str) -> object:
