@@ -400,3 +400,24 @@ def test_a_two_part_version_is_the_same_release_as_its_three_part_spelling() -> 
     assert same_version("0.6", "0.6.0") and not same_version("0.6", "0.6.1")
     assert same_release("7.0.2", "7.0") and same_release("0.11.0.dev", "0.11.0")
     assert not same_release("0.10.2", "0.11")
+
+
+# issue 20 item 10: secrets by shape in any field, not only in named values
+@pytest.mark.parametrize(
+    "assignment",
+    [
+        "workload.command=git clone https://oauth2:ghp_0123456789abcdefghijABCDEFGHIJ012345@github.com/x/y",
+        "slurm.extra=[--comment=https://me:hunter22@pypi.example/simple]",
+    ],
+)
+def test_a_secret_by_shape_is_refused_wherever_it_is(assignment: str) -> None:
+    assert "literal-secret" in rule_ids(CPU, [assignment])
+
+
+def test_a_url_with_a_reference_or_no_password_is_no_secret() -> None:
+    clean = [
+        "slurm.extra=[--comment=https://pypi.example/simple]",
+        "workload.command=pip install git+https://${GH_USER}:$GH_TOKEN@github.com/x/y",
+    ]
+    for assignment in clean:
+        assert "literal-secret" not in rule_ids(CPU, [assignment])

@@ -101,18 +101,51 @@ def job_values(spec: JobSpec) -> Iterator[tuple[FieldPath, str, str]]:
                     yield ("workload", "overrides", key), key.split(".")[-1], text
 
 
+# A URL carrying a password (git+https://oauth2:ghp_...@github.com/..., https://u:p@pypi.site):
+# whatever field holds it, it reaches an argv, SLURM's job record or an image's history.
+_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+:(?!\$)[^/\s@]+@")
+
+
 def literal_secrets(spec: JobSpec) -> Iterator[tuple[FieldPath, str]]:
-    """(path, message) for every secret written into the spec."""
+    """(path, message) for every secret written into the spec: by name where a value is
+    named, and by shape (a well-known token, a URL with a password) in any field at all
+    (workload.command, slurm.extra, pip URLs, runtime_env)."""
+    seen: set[FieldPath] = set()
     for path, name, text in job_values(spec):
         if not text:
             continue
         if name in KEY_FLAGS:
             if text.lower() not in _TRUE_WORDS:
+                seen.add(path)
                 yield path, f"--{name} carries the API key itself; set it to true"
         elif secret_name(name, environment=path[0] != "workload" or "env_vars" in path):
+            seen.add(path)
             yield path, f"{name} has a literal value"
         elif looks_like_token(text):
+            seen.add(path)
             yield path, f"the value of {name} looks like an access token"
+    for path, text in _strings(spec.model_dump(mode="json"), ()):
+        if path in seen or path[:2] == ("container", "env_passthrough"):
+            continue
+        if looks_like_token(text):
+            seen.add(path)
+            yield path, "this value holds something shaped like an access token"
+        elif _URL_PASSWORD.search(text):
+            seen.add(path)
+            yield path, "this value holds a URL with a password (user:password@)"
+
+
+def _strings(value: Any, path: FieldPath) -> Iterator[tuple[FieldPath, str]]:
+    """Every string in a dumped spec, with its path (a dict key that is a string is one too:
+    runtime_env and env maps carry values in their keys as well)."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _strings(item, (*path, index))
 
 
 def unexpanded_references(spec: JobSpec) -> Iterator[tuple[FieldPath, str]]:
