@@ -286,19 +286,23 @@ def test_waiter_runs_from_its_stdin_with_the_node_names_after_it(
     result = bash(
         library,
         f"""
-CC_LOG_DIR={tmp_path}/logs CC_HEAD_NODE=node00000
+CC_LOG_DIR={tmp_path}/logs CC_HEAD_NODE=node00000 CC_PHASE_TOKEN=t5ecret
 mapfile -t CC_NODE_LIST < {listed}
 export LC_ALL=C.UTF-8
 CC_RAY_WAIT_PY+=$'\\nNOTE = "µs — a source cut short is a syntax error"'
 cc_write_waiter_input
 python3 -c "$CC_WAITER_BOOT" "$CC_WAITER_SIZE" --address 127.0.0.1:1 --head-ip 127.0.0.1 \\
-  --nodes - --phase-token t --start-deadline 1 --join-deadline 1 < "$CC_LOG_DIR/waiter.in"
+  --nodes - --phase-token - --start-deadline 1 --join-deadline 1 < "$CC_LOG_DIR/waiter.in"
 """,
     )
     waiter = (ROOT / "clusterctl" / "runtime" / "ray_wait.py").read_text()
     sent = (tmp_path / "logs" / "ray_wait.py").read_text()
     assert sent == waiter + '\nNOTE = "µs — a source cut short is a syntax error"\n'
     assert (tmp_path / "logs" / "node-names.txt").read_text().split() == names
+    # the phase nonce travels on stdin, between the source and the names (issue 20 item 5)
+    framed = (tmp_path / "logs" / "waiter.in").read_bytes()
+    assert framed == sent.encode() + b"t5ecret\n" + "".join(f"{n}\n" for n in names).encode()
+    assert (tmp_path / "logs" / "waiter.in").stat().st_mode & 0o077 == 0
     # the real waiter ran: it parsed its arguments and asked the (absent) head
     assert "GCS at 127.0.0.1:1 did not answer" in result.stderr + result.stdout
     assert 'CLUSTERCTL_RESULT {"status": "head-timeout"}' in result.stdout

@@ -1007,7 +1007,12 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated SLURM node names, or - to read them from stdin (large jobs: "
         "one argument is limited to 128 KiB)",
     )
-    parser.add_argument("--phase-token", default="", help="nonce for the phase lines")
+    parser.add_argument(
+        "--phase-token",
+        default="",
+        help="nonce for the phase lines; '-': the first line of stdin (never in argv, which "
+        "the workload in the same container can read)",
+    )
     parser.add_argument("--cpus-per-node", type=float, default=None)
     parser.add_argument("--gpus-per-node", type=float, default=0.0)
     parser.add_argument("--start-deadline", type=float, default=120)
@@ -1045,7 +1050,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--node-timeout", type=float, default=30)
     args = parser.parse_args(argv)
     global PHASE_TOKEN
-    PHASE_TOKEN = args.phase_token
+    PHASE_TOKEN = sys.stdin.readline().strip() if args.phase_token == "-" else args.phase_token
     names = sys.stdin.read() if args.nodes == "-" else args.nodes
     expected = [n for n in names.replace("\n", ",").split(",") if n]
 

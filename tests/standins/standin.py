@@ -8,6 +8,7 @@ docker with. Usage: standin.py TOOL ARG...
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -29,14 +30,20 @@ def srun(args: list[str]) -> int:
     while args and args[0].startswith("-"):
         args = args[1:]
     env = {**os.environ, "SLURMD_NODENAME": "node1"}
-    child = subprocess.Popen(args, env=env)
+    # the task in a process group of its own, ended whole when the task ends, as SLURM's
+    # step cgroup ends every process of a step (a background dead man's switch included)
+    child = subprocess.Popen(args, env=env, start_new_session=True)
     for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM):
         signal.signal(sig, lambda signum, _frame: child.send_signal(signum))
     while True:
         try:
-            return child.wait()
+            status = child.wait()
+            break
         except InterruptedError:
             continue
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGKILL)
+    return status
 
 
 def docker(args: list[str]) -> int:
@@ -72,6 +79,12 @@ def scontrol(args: list[str]) -> int:
     return 0
 
 
+def squeue(args: list[str]) -> int:
+    if any("State" in a for a in args):  # the dead man's switch: this run of the job runs
+        print("RUNNING|0|")
+    return 0  # otherwise (a leftover's job, live jobs): nothing queued
+
+
 def sinfo(args: list[str]) -> int:
     print("127.0.0.1")  # -o %o: the node's NodeAddr
     return 0
@@ -80,8 +93,10 @@ def sinfo(args: list[str]) -> int:
 def main() -> int:
     tool, args = sys.argv[1], sys.argv[2:]
     log([tool, *args])
-    handlers = {"srun": srun, "docker": docker, "scontrol": scontrol, "sinfo": sinfo}
-    return handlers[tool](args) if tool in handlers else 0  # squeue, ss: nothing to report
+    handlers = {
+        "srun": srun, "docker": docker, "scontrol": scontrol, "sinfo": sinfo, "squeue": squeue,
+    }  # fmt: skip
+    return handlers[tool](args) if tool in handlers else 0  # ss: nothing to report
 
 
 if __name__ == "__main__":
