@@ -455,49 +455,6 @@ def test_a_node_whose_slurmd_died_removes_its_own_container(tmp_path: Path) -> N
         )
 
 
-# issue 20 high 3: the Ray head is open only to the job's own token
-def test_the_ray_head_refuses_a_client_without_the_jobs_token(tmp_path: Path) -> None:
-    job, _, _ = sbatch(
-        tmp_path, render(tmp_path, "slurm.nodes=2", "workload.command=sleep 600"), wait=False
-    )
-    try:
-        wait_for_phase(job, "workload", 120)
-        head = re.search(r"head node1 at (\S+):(\d+) \(dashboard (\d+)\)", job.log)
-        assert head, job.log
-        ip, gcs, dashboard = head.groups()
-        # a stranger on the cluster network: the same image, host networking, no token
-        stranger = subprocess.run(
-            ["docker", "run", "--rm", "--network", "host", cluster.DEV_IMAGE, "timeout", "40",
-             "python3", "-c", f"import ray; ray.init(address='{ip}:{gcs}')"],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
-        assert stranger.returncode != 0
-        assert "Authentication token is missing or incorrect" in stranger.stdout + stranger.stderr
-        token = (job.log_dir / "ray-auth-token").read_text().strip()
-        assert oct((job.log_dir / "ray-auth-token").stat().st_mode & 0o777) == "0o600"
-        assert oct(job.log_dir.stat().st_mode & 0o777) == "0o700"
-
-        def jobs_api(headers: dict[str, str]) -> int:
-            request = urllib.request.Request(f"http://{ip}:{dashboard}/api/jobs/", headers=headers)
-            try:
-                with urllib.request.urlopen(request, timeout=30) as answer:
-                    return int(answer.status)
-            except urllib.error.HTTPError as refused:
-                return refused.code
-
-        assert jobs_api({}) == 401
-        assert jobs_api({"Authorization": f"Bearer {token}"}) == 200
-        # the token is in no process's argv on the host
-        assert (
-            token
-            not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-        )
-    finally:
-        subprocess.run(["scancel", job.job_id], check=False)
-    finish(job)
-    assert containers_of(job) == []
-
-
 # issue 20 high 1: a run directory another user made first (the job's name and id are
 # predictable) is never written into nor run from: the job fails naming it
 def test_a_run_directory_made_by_someone_else_is_refused(tmp_path: Path) -> None:
@@ -541,6 +498,38 @@ def test_failing_workload_fails_the_job_with_its_status(tmp_path: Path) -> None:
     )
 
 
+def assert_the_head_takes_only_the_jobs_token(job: Job) -> None:
+    """Issue 20 high 3: a client on the cluster network without the job's token is refused
+    by the GCS and the Jobs API; the token is in no argv on the host."""
+    head = re.search(r"head node1 at (\S+):(\d+) \(dashboard (\d+)\)", job.log)
+    assert head, job.log
+    ip, gcs, dashboard = head.groups()
+    stranger = subprocess.run(
+        ["docker", "run", "--rm", "--network", "host", cluster.DEV_IMAGE, "timeout", "40",
+         "python3", "-c", f"import ray; ray.init(address='{ip}:{gcs}')"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert stranger.returncode != 0
+    assert "Authentication token is missing or incorrect" in stranger.stdout + stranger.stderr
+    token_file = job.log_dir / "ray-auth-token"
+    token = token_file.read_text().strip()
+    assert oct(token_file.stat().st_mode & 0o777) == "0o600"
+    assert oct(job.log_dir.stat().st_mode & 0o777) == "0o700"
+
+    def jobs_api(headers: dict[str, str]) -> int:
+        request = urllib.request.Request(f"http://{ip}:{dashboard}/api/jobs/", headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return int(answer.status)
+        except urllib.error.HTTPError as refused:
+            return refused.code
+
+    assert jobs_api({}) == 401
+    assert jobs_api({"Authorization": f"Bearer {token}"}) == 200
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert token not in ps
+
+
 def test_cancel_during_workload_removes_every_container_and_status_follows(
     tmp_path: Path,
 ) -> None:
@@ -548,6 +537,7 @@ def test_cancel_during_workload_removes_every_container_and_status_follows(
     job, _, _ = sbatch(tmp_path, render(tmp_path, "workload.command=sleep 600"), wait=False)
     wait_for_phase(job, "workload", 120)
     assert len(containers_of(job)) == 3
+    assert_the_head_takes_only_the_jobs_token(job)
     status = run_cli("status", job.job_id, cwd=tmp_path)
     assert status.returncode == 0, status.stderr
     assert f"job {job.job_id} (cpu-smoke): RUNNING on node[1-3]" in status.stdout

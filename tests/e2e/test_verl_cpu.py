@@ -219,7 +219,7 @@ def test_a_hung_rank_is_caught_by_the_stall_watch_with_evidence(
         tmp_path,
         assets,
         f"{TOTAL_STEPS}=100000",
-        "watch.stall_seconds=30",  # more than verl's start-up before its first step line
+        "watch.stall_seconds=45",  # more than verl's start-up before its first step line
     )
     job, _, _ = sbatch(tmp_path, script, wait=False)
     wait_for_step(job, 2)
