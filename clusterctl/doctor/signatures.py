@@ -122,7 +122,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "the dashboard agent did not start (process limits, or port 52365 in use)",
         "raise ulimit -u / -n before ray start; free port 52365; match Ray versions",
         "preflight checks the head ports; pin one Ray version in versions.ray",
-        "verl #768, OpenRLHF #1236",
+        "verl #768, OpenRLHF #1236, skypilot PR #9856 (port 52365 taken by a second Ray)",
     ),
     _sig(
         "nccl-system-error",
@@ -191,10 +191,12 @@ SIGNATURES: tuple[Signature, ...] = (
         "hip-invalid-ordinal",
         r"HIP error: invalid device ordinal|hipErrorInvalidDevice",
         "a ROCm process asked for a GPU index it cannot see",
-        "Ray's GPU masking with tensor parallel > 1 on ROCm",
-        "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES=1",
+        "Ray's GPU masking with tensor parallel > 1 on ROCm, or vLLM's multiproc executor "
+        "placing a rank on a node that shows fewer GPUs (not the Ray backend)",
+        "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES=1; run vLLM across nodes with "
+        "--distributed-executor-backend ray",
         "clusterctl sets the NOSET switch on AMD presets",
-        "vLLM PR #21522, verl #1501",
+        "vLLM PR #21522, verl #1501, ROCm/ROCm #5567 and #5780",
     ),
     _sig(
         "cuda-invalid-ordinal",
@@ -207,7 +209,10 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     _sig(
         "amd-sleep-mode",
-        r"Sleep mode is not supported for AMD",
+        # verl's own wording, and vLLM's ("only supported on CUDA devices" in 0.7/0.8,
+        # "not supported on current platform" later: vllm #16561, vLLM's ModelConfig)
+        r"Sleep mode is (?:not supported for AMD|only supported on CUDA devices|"
+        r"not supported on current platform)",
         "vLLM sleep mode is unavailable on this ROCm/vLLM",
         "vLLM <= 0.11 or ROCm < 7.0",
         "actor_rollout_ref.rollout.free_cache_engine=False, or vLLM > 0.11 with ROCm >= 7",
@@ -425,12 +430,13 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     _sig(
         "slurm-node-failure",
-        r"DUE TO NODE FAILURE",
+        r"DUE TO NODE FAILURE|(?:srun|salloc): error: Node failure on \S+",
         "SLURM declared a node of the job down and ended (or requeued) the job",
         "a node stopped answering slurmctld (slurmd died, the host crashed or lost network)",
         "check the node (scontrol show node), exclude it (slurm.exclude) and resubmit",
         "slurm.exclude; `clusterctl verify` before long runs",
-        "SLURM (slurmstepd '*** JOB N ON NODE CANCELLED AT T DUE TO NODE FAILURE ***')",
+        "SLURM (slurmstepd '*** JOB|STEP N ON NODE CANCELLED AT T DUE TO NODE FAILURE ***', "
+        "srun 'Node failure on NODE'); huggingface/m4-logs tr_141",
     ),
     _sig(
         "slurm-preempted",
@@ -456,10 +462,11 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Session name \S+ does not match persisted value",
         "a Ray node joined a GCS that belongs to another Ray cluster",
         "two jobs on one host (or shared nodes) using the same Ray ports: the second head or "
-        "worker reached the first job's GCS",
+        "worker reached the first job's GCS; or a head started over the state an earlier "
+        "Ray left behind",
         "give each job its own ports (ray.head_port etc.), or run jobs with slurm.exclusive",
         "slurm.exclusive; ray.*_port",
-        "Ray gcs_client (session_name check); issue 9 (two jobs on the dev cluster)",
+        "Ray gcs_client (session_name check); OpenRLHF #415, THUDM/slime #12",
     ),
     # ---- written from the upstream message formats (source files named), then scored on
     # the held-out real logs of tests/fixtures/doctor/corpus (tests/test_doctor_corpus.py)
