@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from clusterctl.doctor.scan import scan_files
-from clusterctl.doctor.stall import explain, explain_directory, parse_evidence
+from clusterctl.doctor.stall import explain, explain_directory, gpu_use, parse_evidence
 
 CAPTURED = Path(__file__).parent / "fixtures" / "stall" / "gloo-odd-rank"
 
@@ -75,3 +75,43 @@ def test_a_stopped_verl_rank_is_named_by_its_state() -> None:
         "job control); the others wait in all_gather_single"
     )
     assert found.fix == "continue it (kill -CONT) or resubmit without node3"
+
+
+VERIFY = Path(__file__).parent / "fixtures" / "verify"
+
+
+def with_gpu_output(tmp_path: Path, tool_output: str) -> Path:
+    """The captured evidence, its "@@ gpus" section holding a GPU tool's real output (the job
+    that captured it ran on CPU, where the section says there is no GPU tool)."""
+    for node in ("node1", "node2", "node3"):
+        text = (CAPTURED / f"{node}.txt").read_text()
+        assert "\n@@ gpus\nno GPU tool on this node\n" in text
+        text = text.replace("no GPU tool on this node\n", tool_output)
+        (tmp_path / f"{node}.txt").write_text(text)
+    return tmp_path
+
+
+def test_rocm_smi_use_is_read_from_its_use_column_never_gfx_activity(tmp_path: Path) -> None:
+    # rocm-smi's own CLI code printed these (fixtures/verify/README.md): GFX Activity is a
+    # cumulative counter (203885505 on an idle card), "GPU use (%)" the percentage
+    for state, use in (("idle", "0"), ("busy", "100")):
+        out = VERIFY / f"rocm-smi-4.0.0-showuse-showpower-showmemuse-csv-8xmi300x-{state}.csv"
+        assert out.read_text().startswith("device,Current Socket Graphics Package Power (W),GPU")
+        found = explain_directory(with_gpu_output(tmp_path, out.read_text()))
+        assert found is not None and found.suspects == ("node3",)  # the stacks still decide
+        assert found.meaning.endswith(
+            "; GPU use when caught: "
+            + "; ".join(f"node{i} {','.join([use] * 8)} %" for i in (1, 2, 3))
+        ), found.meaning
+    idle = (VERIFY / "rocm-smi-4.0.0-showuse-csv-8xmi300x-idle.csv").read_text()
+    assert idle.splitlines()[:2] == ["device,GPU use (%),GFX Activity", "card0,0,203885505"]
+    assert gpu_use("@@ evidence n t\n@@ gpus\n" + idle + "@@ ray logs\n") == ["0"] * 8
+
+
+def test_nvidia_smi_and_amd_smi_use_are_read_and_an_unknown_tool_is_none() -> None:
+    h100 = "nvidia-smi-590.48.01-h100-80gb-hbm3-query-gpu-all-fields-csv-load.csv"
+    text = "@@ evidence n t\n@@ gpus\n" + (VERIFY / "real" / h100).read_text() + "@@ dmesg\n"
+    assert gpu_use(text) == ["100"]  # a real H100 under load, "100 %" in the tool's CSV
+    amd = (VERIFY / "real" / "amd-smi-metric-usage-json-list-w7700-partial.txt").read_text()
+    assert gpu_use(f"@@ evidence n t\n@@ gpus\n{amd}\n") == ["42"]  # gfx_activity, a percentage
+    assert gpu_use("@@ evidence n t\n@@ gpus\nno GPU tool on this node\n@@ dmesg\n") is None

@@ -10,6 +10,8 @@ fabric itself is stuck.
 
 from __future__ import annotations
 
+import csv
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
@@ -189,21 +191,51 @@ def explain(stacks: list[Stack]) -> Explanation | None:
     )
 
 
+# the use column of each GPU tool's output in the evidence (cc_node_evidence's "@@ gpus")
+USE_COLUMNS = ("GPU use (%)", "utilization.gpu [%]")  # rocm-smi --csv, nvidia-smi --format=csv
+AMD_SMI_USE = re.compile(r'"gfx_activity":\s*\{\s*"value":\s*"?([^",}\s]+)')
+
+
+def gpu_use(text: str) -> list[str] | None:
+    """Each GPU's use in percent, as the node's GPU tool printed it in the evidence: rocm-smi's
+    "GPU use (%)" (never its "GFX Activity", a cumulative counter), nvidia-smi's
+    utilization.gpu, amd-smi's gfx_activity. Only evidence, never progress: a rank blocked in
+    an NCCL collective spins at about 100 % (NVIDIA/nccl#257, #1289). None when unreadable."""
+    section = text.partition("\n@@ gpus\n")[2].split("\n@@ ", 1)[0]
+    lines = [line for line in section.splitlines() if line.strip()]
+    for at, line in enumerate(lines):
+        header = [field.strip() for field in line.split(",")]
+        column = next((c for c in USE_COLUMNS if c in header), None)
+        if column:
+            # nvidia-smi puts a space after each comma and a unit after each value
+            rows = csv.DictReader(lines[at:], skipinitialspace=True)
+            return [(row.get(column) or "?").removesuffix(" %") for row in rows] or None
+    return AMD_SMI_USE.findall(section) or None
+
+
 def explain_directory(directory: Path) -> Explanation | None:
     """The explanation of a job's stall/ directory (every NODE.txt in it)."""
     stacks: list[Stack] = []
     without = []
+    use: dict[str, list[str]] = {}
     for path in sorted(directory.glob("*.txt")):
         text = path.read_text(errors="replace")
         if text.startswith("@@ evidence "):
             stacks += parse_evidence(path.stem, text)
             if NO_PY_SPY in text:
                 without.append(path.stem)
+            if (figures := gpu_use(text)) is not None:
+                use[path.stem] = figures
     if without and not stacks:
-        return Explanation(
+        found: Explanation | None = Explanation(
             f"no stack dumps: {NO_PY_SPY.removeprefix('@@ ')} ({', '.join(without)})",
             "the stall was caught but where each rank waits is unknown",
             "install py-spy in the image (container.build.pip_packages: [py-spy])",
             (),
         )
-    return explain(stacks)
+    else:
+        found = explain(stacks)
+    if found and use:
+        said = "; ".join(f"{node} {','.join(figures)} %" for node, figures in sorted(use.items()))
+        found = dataclasses.replace(found, meaning=f"{found.meaning}; GPU use when caught: {said}")
+    return found
