@@ -10,11 +10,9 @@ fabric itself is stuck.
 
 from __future__ import annotations
 
-import csv
-import dataclasses
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 COLLECTIVES = re.compile(
@@ -191,8 +189,9 @@ def explain(stacks: list[Stack]) -> Explanation | None:
     )
 
 
-# the use column of each GPU tool's output in the evidence (cc_node_evidence's "@@ gpus")
-USE_COLUMNS = ("GPU use (%)", "utilization.gpu [%]")  # rocm-smi --csv, nvidia-smi --format=csv
+# the use column of each GPU tool's output in the evidence (cc_node_evidence's "@@ gpus"), as
+# verify's csv_rows names it: rocm-smi --csv, nvidia-smi --format=csv (its "[%]" unit dropped)
+USE_COLUMNS = ("GPU use (%)", "utilization.gpu")
 AMD_SMI_USE = re.compile(r'"gfx_activity":\s*\{\s*"value":\s*"?([^",}\s]+)')
 
 
@@ -201,15 +200,15 @@ def gpu_use(text: str) -> list[str] | None:
     "GPU use (%)" (never its "GFX Activity", a cumulative counter), nvidia-smi's
     utilization.gpu, amd-smi's gfx_activity. Only evidence, never progress: a rank blocked in
     an NCCL collective spins at about 100 % (NVIDIA/nccl#257, #1289). None when unreadable."""
+    from clusterctl.verify.judges import csv_rows
+
     section = text.partition("\n@@ gpus\n")[2].split("\n@@ ", 1)[0]
-    lines = [line for line in section.splitlines() if line.strip()]
+    lines = section.splitlines()
     for at, line in enumerate(lines):
-        header = [field.strip() for field in line.split(",")]
-        column = next((c for c in USE_COLUMNS if c in header), None)
-        if column:
-            # nvidia-smi puts a space after each comma and a unit after each value
-            rows = csv.DictReader(lines[at:], skipinitialspace=True)
-            return [(row.get(column) or "?").removesuffix(" %") for row in rows] or None
+        if any(column in line for column in USE_COLUMNS):
+            rows = csv_rows("\n".join(lines[at:]))
+            column = next((c for c in USE_COLUMNS if rows and c in rows[0]), None)
+            return [row[column] for row in rows] if column else None
     return AMD_SMI_USE.findall(section) or None
 
 
@@ -237,5 +236,5 @@ def explain_directory(directory: Path) -> Explanation | None:
         found = explain(stacks)
     if found and use:
         said = "; ".join(f"{node} {','.join(figures)} %" for node, figures in sorted(use.items()))
-        found = dataclasses.replace(found, meaning=f"{found.meaning}; GPU use when caught: {said}")
+        found = replace(found, meaning=f"{found.meaning}; GPU use when caught: {said}")
     return found
