@@ -367,3 +367,35 @@ def test_gather_output_can_hold_no_marker(library: Path) -> None:
         capture_output=True, text=True,
     )  # fmt: skip
     assert result.stdout == " @@cc-gather a 1\nlabel\n @@cc-section gpus rc=0\n @@ x"
+
+
+def stall_watch(library: Path, log_dir: Path, script: str) -> subprocess.CompletedProcess[str]:
+    """cc_check_progress on a workload log the test writes, its clock set by SECONDS=."""
+    return bash(
+        library,
+        f"""
+cc_on_stall() {{ echo "stall after $1s ($2)"; }}
+CC_LOG_DIR={log_dir} CC_STALL_SECONDS=10 CC_FIRST_PROGRESS_SECONDS=100
+CC_PROGRESS_PATTERN='^step [0-9]+'
+{script}""",
+    )
+
+
+def test_the_first_progress_line_has_its_own_window_then_stall_seconds_applies(
+    tmp_path: Path, library: Path
+) -> None:
+    log = tmp_path / "workload.log"
+    log.write_text("loading the model\n")
+    # start-up output that is no progress line: only first_progress_seconds ends it
+    quiet = stall_watch(
+        library, tmp_path, "cc_check_progress; SECONDS=50; cc_check_progress; echo alive"
+    )
+    assert quiet.stdout == "alive\n", quiet.stderr
+    late = stall_watch(library, tmp_path, "cc_check_progress; SECONDS=101; cc_check_progress")
+    assert late.stdout == "stall after 101s (watch.first_progress_seconds)\n", late.stderr
+    # after a progress line, stall_seconds is the window
+    script = f"""cc_check_progress; SECONDS=30; echo 'step 1' >> {log}; cc_check_progress
+SECONDS=35; cc_check_progress; echo "progress: $(cat {tmp_path}/progress)"
+SECONDS=41; cc_check_progress"""
+    steps = stall_watch(library, tmp_path, script)
+    assert steps.stdout == "progress: step 1\nstall after 11s (watch.stall_seconds)\n", steps.stderr

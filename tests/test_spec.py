@@ -156,6 +156,10 @@ def test_sbatch_value_with_space_or_newline_is_refused() -> None:
             "container.env.A: also listed in container.env_passthrough",
         ),
         ("ray: {min_worker_port: 20000}\n", "ray.max_worker_port: set min_worker_port and max"),
+        (
+            "watch: {first_progress_seconds: 600}\n",
+            "watch: watch.first_progress_seconds needs watch.stall_seconds",
+        ),
     ],
 )
 def test_contradictions_between_sections(section: str, expected: str) -> None:

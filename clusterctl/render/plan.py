@@ -205,6 +205,11 @@ def container_env(spec: JobSpec) -> dict[str, str]:
     env["RAY_health_check_period_ms"] = "1000"
     env["RAY_health_check_timeout_ms"] = "1000"
     env["RAY_health_check_failure_threshold"] = str(spec.ray.node_timeout)
+    # Python writes print() output to a pipe or file in blocks: a Ray actor's step lines
+    # (verl's console logger) reached the workload log only steps later, so the stall watch
+    # saw no progress during healthy steps. verl's own SLURM example sets it for the same
+    # reason (volcengine/verl@b178a3cd:examples/slurm/ray_on_slurm.slurm; any Python 3).
+    env["PYTHONUNBUFFERED"] = "1"
     env.update({k: _scalar(v) for k, v in spec.container.env.items()})
     if isinstance(spec.workload, CommandWorkload):
         env.update({k: str(v) for k, v in resume_options(spec).items()})

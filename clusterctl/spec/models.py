@@ -558,6 +558,14 @@ class WatchSpec(Section):
         "is captured in the log directory's stall/ (ray status, non-alive actors, py-spy dumps "
         "of every Ray worker and the workload on every node, Ray log tails, dmesg); unset: off",
     )
+    first_progress_seconds: int | None = Field(
+        None,
+        ge=5,
+        le=604800,
+        description="seconds from the workload's start to its first progress line (start-up: "
+        "loading models, starting inference engines, often much longer than a step); unset: "
+        "stall_seconds",
+    )
     progress_pattern: Annotated[str, AfterValidator(_grep_pattern)] | None = Field(
         None,
         description="extended regex (grep -E) a progress line of the workload log matches, e.g. "
@@ -566,6 +574,15 @@ class WatchSpec(Section):
     action: Literal["fail", "report"] = Field(
         "fail", description="on a stall: fail the job naming it, or report and keep watching"
     )
+
+    @model_validator(mode="after")
+    def _first_progress_needs_the_watch(self) -> WatchSpec:
+        if self.first_progress_seconds is not None and self.stall_seconds is None:
+            raise ValueError(
+                "watch.first_progress_seconds needs watch.stall_seconds (the watch is off "
+                "without it)"
+            )
+        return self
 
 
 class ResumeSpec(Section):

@@ -221,7 +221,8 @@ def test_a_hung_rank_is_caught_by_the_stall_watch_with_evidence(
         tmp_path,
         assets,
         f"{TOTAL_STEPS}=100000",
-        "watch.stall_seconds=45",  # more than verl's start-up before its first step line
+        "watch.first_progress_seconds=300",  # verl's start-up, before its first step line
+        "watch.stall_seconds=20",  # a step takes 2-6 s here
     )
     job, _, _ = sbatch(tmp_path, script, wait=False)
     wait_for_step(job, 2)
