@@ -11,4 +11,4 @@ export CLUSTERCTL_VERL_PYTHON
 ruff check clusterctl tests benchmarks
 ruff format --check clusterctl tests benchmarks
 mypy
-python3 -m pytest -q "$@"
+python3 -m pytest -q --durations=40 "$@"
