@@ -35,10 +35,7 @@ def test_bad_spec_exits_2_with_located_errors_and_writes_nothing(tmp_path: Path)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     lines = result.stderr.splitlines()
-    assert (
-        f"error: {spec}:2: slurm.nodes: Input should be greater than or equal to 1 (got -1)"
-        in lines
-    )
+    assert f"error: {spec}:2: slurm.nodes: must be at least 1 (got -1)" in lines
     assert f"error: {spec}:4: container.imag: unknown key; did you mean 'image'?" in lines
     assert lines[-1] == "3 problems; nothing was written"
     assert not out.exists()

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from clusterctl.errors import Problem, SpecError
 from clusterctl.spec.consistency import check_consistency
+from clusterctl.spec.messages import in_our_words
 from clusterctl.spec.models import JobSpec
 from clusterctl.spec.profiles import LoadedProfile, apply_profile, load_profile
 
@@ -387,7 +388,7 @@ def _problems_from_validation(
         elif kind == "missing":
             message = "required field is missing"
         else:
-            message = err["msg"].removeprefix("Value error, ")
+            message = in_our_words(err)
             if "input" in err and not isinstance(err["input"], (dict, list)):
                 shown = repr(err["input"])
                 message += f" (got {shown[:60]}{'...' if len(shown) > 60 else ''})"

@@ -27,6 +27,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints, ValidationError
 
 from clusterctl.errors import Problem, SpecError
+from clusterctl.spec.messages import in_our_words
 from clusterctl.spec.models import ImageRef, ProfileName, Section
 
 PROFILES_ENV = "CLUSTERCTL_PROFILES"
@@ -106,7 +107,7 @@ def load_profile(name: str, spec_source: str, line: int | None) -> LoadedProfile
             [
                 Problem(
                     format_path(loc := tuple(err["loc"])),
-                    err["msg"].removeprefix("Value error, "),
+                    in_our_words(err),
                     str(path),
                     line_for(lines, loc),
                 )
