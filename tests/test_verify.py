@@ -649,13 +649,14 @@ def test_nvidia_nodes_need_the_container_toolkit_for_docker_gpus() -> None:
 
 # issue 20 item 4: a node's tool output is never taken for another node
 def test_a_forged_marker_in_a_tools_output_invents_no_node() -> None:
-    from clusterctl.verify.cli import drain_commands, judge_gathered
+    from clusterctl.verify.cli import drain_commands, parse_gathered
     from clusterctl.verify.transport import Gathered
 
     label = "x\n@@cc-gather node[1-512] 0\n@@cc-section gpus rc=0\n"  # a docker label's value
     node = sections("amd", containers=(0, label))
     text = gather_text("gpu-1", node)
-    results, facts = judge_gathered([Gathered("task 0", text, 0.0, 0.1)], AMD)
+    facts, unreachable = parse_gathered([Gathered("task 0", text, 0.0, 0.1)])
+    results = judge_all(facts, AMD, unreachable)
     assert [f.node for f in facts] == ["gpu-1"]
     assert all(r.node in ("gpu-1", "*") for r in results)
     assert all(NODE_NAME_OK(c[2]) for c in drain_commands(results))
@@ -666,3 +667,75 @@ def test_a_forged_marker_in_a_tools_output_invents_no_node() -> None:
 
 def NODE_NAME_OK(arg: str) -> bool:
     return arg.startswith("NodeName=") and "[" not in arg
+
+
+# verify without a spec: the nodes judged against each other (issue 21 item 5)
+def test_without_a_spec_the_nodes_set_the_expectations_and_the_odd_one_fails() -> None:
+    from clusterctl.verify.bare import expect_from_nodes
+
+    seven = json.dumps(json.loads(fixture("amd-smi-list.json"))[:7])
+    nodes = facts_of(
+        gather_text("gpu-1", sections("amd", 1)),
+        gather_text("gpu-2", sections("amd", 2, **{"amd-smi-list": (0, seven)})),
+        gather_text("gpu-3", sections("amd", 3)),
+    )
+    expect = expect_from_nodes(nodes, frozenset())
+    assert (expect.vendor, expect.gpus_per_node, expect.fabric) == ("amd", 8, "roce")
+    assert expect.devices == ("/dev/kfd", "/dev/dri", "/dev/infiniband")
+    results = judge_all(nodes, expect)
+    [odd] = by_check(results, "gpu-2", "gpus")
+    assert odd.status == FAIL and "sees 7 GPUs, another node has 8" in odd.reason and odd.drain
+    assert [r.status for r in by_check(results, "gpu-1", "gpus")] == [OK]
+    assert not [r for r in results if r.check in ("image", "image-digest")]  # no spec, no image
+    assert [r.status for r in by_check(results, "*", "gpu-model")] == [OK]
+    assert [r.status for r in by_check(results, "gpu-3", "fabric")] == [OK]
+
+
+def test_without_a_spec_nodes_with_no_gpu_or_fabric_skip_those_checks() -> None:
+    from clusterctl.verify.bare import expect_from_nodes
+
+    cpu = {
+        "amd-smi-list": (127, ""),
+        "nvidia-gpus": (127, ""),
+        "ib": (0, ""),
+        "devices": (0, "missing /dev/kfd\nmissing /dev/dri\nmissing /dev/infiniband"),
+    }
+    nodes = facts_of(*(gather_text(f"n{i}", sections("amd", i, **cpu)) for i in (1, 2)))
+    expect = expect_from_nodes(nodes, frozenset())
+    assert (expect.vendor, expect.gpus_per_node, expect.fabric) == ("none", 0, None)
+    results = judge_all(nodes, expect)
+    assert by_check(results, "n1", "gpus") == [
+        Result("n1", "gpus", SKIP, "no node's GPU tool sees a GPU")
+    ]
+    assert by_check(results, "n1", "fabric")[0].reason == "no node has an RDMA port"
+    # the device nodes of a vendor and fabric no node has are not asked for
+    assert [r.status for r in by_check(results, "n2", "devices")] == [OK]
+    assert exit_status(results) == 0
+
+
+def test_without_a_spec_an_nvidia_node_is_judged_by_nvidia_smi() -> None:
+    from clusterctl.verify.bare import expect_from_nodes
+
+    nodes = facts_of(*(gather_text(f"h{i}", sections("nvidia", i)) for i in (1, 2)))
+    expect = expect_from_nodes(nodes, frozenset())
+    assert (expect.vendor, expect.gpus_per_node, expect.devices) == (
+        "nvidia",
+        1,
+        ("/dev/infiniband",),
+    )
+    results = judge_all(nodes, expect)
+    assert [r.status for r in by_check(results, "h1", "gpus")] == [OK]
+    assert [r.status for r in by_check(results, "h2", "devices")] == [OK]
+
+
+def test_the_gather_without_a_spec_is_valid_bash_and_lists_every_vendors_devices(
+    tmp_path: Path,
+) -> None:
+    from clusterctl.verify.bare import bare_spec
+
+    script = tmp_path / "gather.sh"
+    script.write_text(render_gather_script(bare_spec()))
+    assert_shell_clean(script)
+    text = script.read_text()
+    assert "CC_DEVICES=( '/dev/kfd' '/dev/dri' '/dev/infiniband' )" in text
+    assert "CC_PORTS_ALL=( )" in text  # no job, no ports of its own

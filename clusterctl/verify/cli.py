@@ -16,8 +16,8 @@ import click
 from clusterctl.console import user_errors
 from clusterctl.errors import UsageError
 from clusterctl.ssh import SshOptions, Transport
+from clusterctl.verify.bare import SPEC_WOULD_ADD
 from clusterctl.verify.judges import (
-    Expect,
     NodeFacts,
     Result,
     drainable,
@@ -39,7 +39,7 @@ DRAIN_PREFIX = "clusterctl:"  # only reasons with this prefix are ours (NHC's co
 
 
 @click.command()
-@click.argument("spec", type=click.Path(dir_okay=False))
+@click.argument("spec", type=click.Path(dir_okay=False), required=False)
 @click.option("--hosts", help="Comma-separated SSH hosts (aliases of your ~/.ssh/config).")
 @click.option("--job", "job_id", help="The nodes of this SLURM job, reached over SSH.")
 @click.option("--local", is_flag=True, help="Check this machine only.")
@@ -65,7 +65,7 @@ DRAIN_PREFIX = "clusterctl:"  # only reasons with this prefix are ours (NHC's co
 @click.option("--drain", is_flag=True, help="Print the scontrol lines that drain failed nodes.")
 @click.option("--apply", is_flag=True, help="With --drain: run them.")
 def verify(
-    spec: str,
+    spec: str | None,
     hosts: str | None,
     job_id: str | None,
     local: bool,
@@ -81,7 +81,9 @@ def verify(
     Docker and the image, leftovers, ports, the address Ray will use, clocks.
 
     Inside an allocation (SLURM_JOB_ID set) the nodes are reached with srun; otherwise give
-    --hosts or --job (SSH) or --local. Exit status: 0 ok, 1 warnings, 2 failures.
+    --hosts or --job (SSH) or --local. Without SPEC, the checks that need no job: the nodes
+    are judged against each other (GPU count, model and driver alike, devices, RDMA ports,
+    limits, Docker, leftovers, clocks). Exit status: 0 ok, 1 warnings, 2 failures.
     """
     from clusterctl.render.bundle import render_gather_script
     from clusterctl.spec.loader import load_spec
@@ -91,9 +93,11 @@ def verify(
             raise UsageError("give at most one of --hosts, --job and --local")
         if apply and not drain:
             raise UsageError("--apply runs the --drain lines: give --drain too")
-        loaded = load_spec(spec, ())
-        script = render_gather_script(loaded.spec)
-        profile = loaded.profile.profile if loaded.profile else None
+        from clusterctl.verify.bare import bare_spec
+
+        loaded = load_spec(spec, ()) if spec else None
+        script = render_gather_script(loaded.spec if loaded else bare_spec())
+        profile = loaded.profile.profile if loaded and loaded.profile else None
         transport = ssh_transport or (profile.ssh if profile else "paramiko")
         options = SshOptions(ssh_config, accept_new_host_keys, transport=transport)
         if local:
@@ -106,10 +110,16 @@ def verify(
             gathered = gather_srun(script, nodelist, count)
         else:
             raise UsageError("not inside an allocation: give --hosts, --job or --local")
-        from clusterctl.verify.expect import expectations, with_tarball_id
+        facts, unreachable = parse_gathered(gathered)
+        if loaded:
+            from clusterctl.verify.expect import expectations, with_tarball_id
 
-        expect = with_tarball_id(expectations(loaded.spec, live_jobs()), loaded.spec)
-        results, facts = judge_gathered(gathered, expect)
+            expect = with_tarball_id(expectations(loaded.spec, live_jobs()), loaded.spec)
+        else:
+            from clusterctl.verify.bare import expect_from_nodes
+
+            expect = expect_from_nodes(facts, live_jobs())
+        results = judge_all(facts, expect, unreachable)
     if as_json:
         click.echo(
             json.dumps(
@@ -117,12 +127,15 @@ def verify(
                     "nodes": [f.node for f in facts],
                     "results": [asdict(r) for r in results],
                     "status": exit_status(results),
+                    "not_checked_without_a_spec": [] if loaded else list(SPEC_WOULD_ADD),
                 },
                 indent=2,
             )
         )
     else:
         print_table(results)
+        if not loaded:
+            click.echo("not checked without a spec: " + "; ".join(SPEC_WOULD_ADD), err=True)
     if drain:
         for line in drain_commands(results):
             click.echo(shlex.join(line), err=as_json)
@@ -131,10 +144,8 @@ def verify(
     sys.exit(exit_status(results))
 
 
-def judge_gathered(
-    gathered: list[Gathered], expect: Expect
-) -> tuple[list[Result], list[NodeFacts]]:
-    """Parse every node's output and judge it; nodes that gave nothing are failures."""
+def parse_gathered(gathered: list[Gathered]) -> tuple[list[NodeFacts], dict[str, str]]:
+    """Every node's facts, and why each node that gave nothing gave nothing."""
     facts: list[NodeFacts] = []
     unreachable: dict[str, str] = {}
     for g in gathered:
@@ -147,7 +158,7 @@ def judge_gathered(
         facts += parsed
         if not parsed:
             unreachable[g.node or g.target] = g.error or "no output"
-    return judge_all(facts, expect, unreachable), facts
+    return facts, unreachable
 
 
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")

@@ -104,6 +104,11 @@ class Expect:
     container_memlock_unlimited: bool = False
     # hardware.logical_gpus: GPUs declared to Ray without devices (a dev cluster)
     logical_gpus: bool = False
+    # verify without a spec: the expectations were read from the nodes (verify/bare.py), so
+    # no image is judged and counts are compared with the other nodes, not with a job
+    bare: bool = False
+    # the device nodes to judge (None: every one the gather lists)
+    devices: tuple[str, ...] | None = None
 
 
 def parse_gather(text: str) -> list[NodeFacts]:
@@ -477,7 +482,8 @@ def _text(section: Section | None) -> str:
 def judge_gpus(facts: NodeFacts, expect: Expect) -> list[Result]:
     n = facts.node
     if expect.vendor not in ("amd", "nvidia") or expect.gpus_per_node == 0:
-        return [Result(n, "gpus", SKIP, "the spec asks for no GPUs")]
+        why = "no node's GPU tool sees a GPU" if expect.bare else "the spec asks for no GPUs"
+        return [Result(n, "gpus", SKIP, why)]
     if expect.logical_gpus:
         why = f"hardware.logical_gpus: {expect.gpus_per_node} GPUs declared to Ray, no device"
         return [Result(n, "gpus", SKIP, why)]
@@ -502,7 +508,8 @@ def judge_gpus(facts: NodeFacts, expect: Expect) -> list[Result]:
                 n,
                 "gpus",
                 FAIL,
-                f"{inv.tool} sees {inv.count} GPUs, the job needs {expect.gpus_per_node}",
+                f"{inv.tool} sees {inv.count} GPUs, "
+                f"{'another node has' if expect.bare else 'the job needs'} {expect.gpus_per_node}",
                 f"a GPU has fallen off the bus or its driver failed: drain {n}",
                 drain=True,
             )
@@ -646,9 +653,12 @@ def _judge_unreadable(facts: NodeFacts, expect: Expect, inv: Unreadable) -> list
     return [Result(n, "gpus", UNKNOWN, said + counted, inv.fix), processes]
 
 
-def judge_devices(facts: NodeFacts) -> list[Result]:
+def judge_devices(facts: NodeFacts, expect: Expect) -> list[Result]:
     section = facts.section("devices")
-    missing = [line.split(" ", 1)[1] for line in _lines(section) if line.startswith("missing ")]
+    listed = [line.split(" ", 1) for line in _lines(section) if " " in line]
+    wanted = expect.devices
+    judged = [(state, dev) for state, dev in listed if wanted is None or dev in wanted]
+    missing = [dev for state, dev in judged if state == "missing"]
     if missing:
         return [
             Result(
@@ -660,7 +670,7 @@ def judge_devices(facts: NodeFacts) -> list[Result]:
                 drain=True,
             )
         ]
-    return [Result(facts.node, "devices", OK, f"{len(_lines(section))} device nodes present")]
+    return [Result(facts.node, "devices", OK, f"{len(judged)} device nodes present")]
 
 
 def _lines(section: Section | None) -> list[str]:
@@ -722,7 +732,8 @@ def gid_kind(gid: str) -> str:
 def judge_fabric(facts: NodeFacts, expect: Expect) -> list[Result]:
     n = facts.node
     if expect.fabric not in ("ib", "roce"):
-        return [Result(n, "fabric", SKIP, f"network.fabric is {expect.fabric or 'not set'}")]
+        why = f"network.fabric is {expect.fabric or 'not set'}"
+        return [Result(n, "fabric", SKIP, "no node has an RDMA port" if expect.bare else why)]
     ports = [p for p in ib_ports(facts) if not expect.hcas or p.device in expect.hcas]
     if not ports:
         wanted = ", ".join(expect.hcas) or "any HCA"
@@ -885,6 +896,29 @@ def judge_nvidia_docker(facts: NodeFacts, expect: Expect) -> list[Result]:
     ]
 
 
+def _judge_image(n: str, image: Section | None, expect: Expect) -> Result:
+    if image is None or image.rc != 0:
+        return Result(
+            n,
+            "image",
+            WARN,
+            f"{expect.image} is not on the node",
+            "the job's preflight pulls or loads it (container.pull, load_from)",
+        )
+    if expect.image_id and _text(image) != expect.image_id:
+        return Result(
+            n,
+            "image",
+            WARN if expect.image_reloads else FAIL,
+            f"{expect.image} here is {_text(image)[:19]}, the job's is {expect.image_id[:19]}",
+            "the job's preflight loads the tarball over it"
+            if expect.image_reloads
+            else "docker rmi the stale image on this node, then load or pull the job's "
+            "(clusterctl image save / load, container.pull: load)",
+        )
+    return Result(n, "image", OK, f"{expect.image} {_text(image)[:19]}")
+
+
 def judge_docker(facts: NodeFacts, expect: Expect) -> list[Result]:
     n = facts.node
     docker = facts.section("docker")
@@ -907,32 +941,8 @@ def judge_docker(facts: NodeFacts, expect: Expect) -> list[Result]:
         ]
     out = [Result(n, "docker", OK, f"Docker engine {_text(docker)}")]
     out += judge_nvidia_docker(facts, expect)
-    image = facts.section("image")
-    if image is None or image.rc != 0:
-        out.append(
-            Result(
-                n,
-                "image",
-                WARN,
-                f"{expect.image} is not on the node",
-                "the job's preflight pulls or loads it (container.pull, load_from)",
-            )
-        )
-    elif expect.image_id and _text(image) != expect.image_id:
-        out.append(
-            Result(
-                n,
-                "image",
-                WARN if expect.image_reloads else FAIL,
-                f"{expect.image} here is {_text(image)[:19]}, the job's is {expect.image_id[:19]}",
-                "the job's preflight loads the tarball over it"
-                if expect.image_reloads
-                else "docker rmi the stale image on this node, then load or pull the job's "
-                "(clusterctl image save / load, container.pull: load)",
-            )
-        )
-    else:
-        out.append(Result(n, "image", OK, f"{expect.image} {_text(image)[:19]}"))
+    if not expect.bare:  # without a spec there is no image to judge
+        out.append(_judge_image(n, facts.section("image"), expect))
     leftovers, unknown, ours = [], [], {}
     for line in _lines(facts.section("containers")):
         parts = line.split()
@@ -1027,11 +1037,11 @@ def judge_node(facts: NodeFacts, expect: Expect) -> list[Result]:
     """Every per-node judge."""
     return [
         *judge_gpus(facts, expect),
-        *judge_devices(facts),
+        *judge_devices(facts, expect),
         *judge_fabric(facts, expect),
         *judge_limits(facts, expect),
         *judge_docker(facts, expect),
-        *judge_network(facts),
+        *([] if expect.bare else judge_network(facts)),  # the job's ports and address rule
     ]
 
 
@@ -1109,7 +1119,7 @@ def judge_across(nodes: list[NodeFacts], expect: Expect) -> list[Result]:
         )
     same(
         "image-digest",
-        {f.node: _text(f.section("image")) for f in nodes},
+        {} if expect.bare else {f.node: _text(f.section("image")) for f in nodes},
         "image",
         "the same image on every node: re-load it (clusterctl image load) or pull by digest",
     )
@@ -1137,7 +1147,7 @@ def judge_across(nodes: list[NodeFacts], expect: Expect) -> list[Result]:
                 slowest[f.node] = f"{min(rates):g} Gb/s"
         same("ib-rate", slowest, "slowest port", "reseat the cable or replace the HCA; or drain")
     addresses: dict[str, list[str]] = {}
-    for f in nodes:
+    for f in [] if expect.bare else nodes:
         addr = _text(f.section("address"))
         if addr:
             addresses.setdefault(addr, []).append(f.node)

@@ -23,7 +23,9 @@ pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("dev_cluster")]
 CPU_EXAMPLE = ROOT / "examples" / "cpu-dev-cluster.yaml"
 
 
-def verify_in_allocation(*args: str, nodes: int = 3) -> subprocess.CompletedProcess[str]:
+def verify_in_allocation(
+    *args: str, nodes: int = 3, spec: Path | None = CPU_EXAMPLE
+) -> subprocess.CompletedProcess[str]:
     """salloc an allocation and run verify inside it, as a user on a login node would."""
     return subprocess.run(
         [
@@ -33,7 +35,7 @@ def verify_in_allocation(*args: str, nodes: int = 3) -> subprocess.CompletedProc
             "--job-name=verify-test",
             "clusterctl",
             "verify",
-            str(CPU_EXAMPLE),
+            *([str(spec)] if spec else []),
             "--json",
             *args,
         ],
@@ -62,6 +64,22 @@ def test_verify_over_srun_judges_every_node_of_the_allocation() -> None:
         assert found[(node, "address")]["reason"].startswith("Ray and NCCL will use 127.")
     assert found[("*", "image-digest")]["status"] == "ok"
     assert found[("*", "clock")]["status"] == "ok"
+
+
+def test_verify_without_a_spec_judges_the_nodes_against_each_other() -> None:
+    proc = verify_in_allocation(spec=None, nodes=2)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    assert sorted(report["nodes"]) == ["node1", "node2"]
+    found = {(r["node"], r["check"]): r for r in report["results"]}
+    for node in report["nodes"]:
+        assert found[(node, "docker")]["status"] == "ok"
+        assert found[(node, "gpus")]["reason"] == "no node's GPU tool sees a GPU"
+        assert found[(node, "leftovers")]["status"] == "ok"
+    assert found[("*", "clock")]["status"] == "ok"
+    # what only a spec can say is named, never judged
+    assert not {c for _, c in found} & {"image", "image-digest", "ports", "address"}
+    assert any("container.image" in s for s in report["not_checked_without_a_spec"])
 
 
 def test_verify_names_the_bad_node_and_drains_it_only_with_apply() -> None:
