@@ -367,3 +367,20 @@ def test_presets_without_a_public_floor_only_report() -> None:
 
     spec = load_spec(ROOT / "examples" / "openrlhf-70b-h800.yaml", ["selftest.size_mb=16384"]).spec
     assert busbw_threshold(spec, 8) == (0.0, "", "")
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("nodes", [2, 512])
+def test_the_jobs_flow_reads_first_and_stays_short_at_any_size(example: Path, nodes: int) -> None:
+    """job.sbatch opens with the header, the settings and the phases (issue 21): the node
+    library and the Python payload follow, whatever the example or the cluster size."""
+    spec = load_spec(example, [f"slurm.nodes={nodes}", "slurm.spare_nodes=0"]).spec
+    lines = render_bundle(spec).files[SCRIPT].content.splitlines()
+    library = lines.index(
+        "# ---- the library: every node's functions, the batch side's, and the cleanup ----"
+    )
+    assert library < 400
+    flow = lines[:library]
+    assert "cc_main() {" in flow and "  cc_run_workload" in flow
+    assert not [line for line in flow if line.startswith(("CC_JUDGES_PY=", "CC_RAY_WAIT_PY="))]
+    assert lines[-1] == 'cc_main "$@"'
