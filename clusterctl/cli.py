@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from clusterctl import __version__
-from clusterctl.console import user_errors, write_new_file
+from clusterctl.console import load_checked, user_errors, write_new_file
 from clusterctl.remote import DEFAULT_REMOTE_DIR, login_node, remote_options
 
 if TYPE_CHECKING:
@@ -54,24 +54,6 @@ def allow_option(func: F) -> F:
         metavar="RULE",
         help="Let this lint rule fail without blocking (repeatable); adds to lint.allow.",
     )(func)
-
-
-def load_checked(
-    spec: str, assignments: tuple[str, ...], allowed: tuple[str, ...] = ()
-) -> LoadedSpec:
-    """Validate the spec and run the lint rules; errors raise SpecError."""
-    from clusterctl.lint.engine import lint_or_raise
-    from clusterctl.spec.loader import load_spec
-
-    loaded = load_spec(spec, assignments)
-    outcome = lint_or_raise(loaded, allowed)
-    for finding in outcome.warnings:
-        click.echo(f"warning: {finding}", err=True)
-    context = click.get_current_context(silent=True)
-    if outcome.allowed and context is not None and context.info_name == "validate":
-        ids = sorted({p.message.split("]", 1)[0].lstrip("[") for p in outcome.allowed})
-        click.echo(f"note: allowed by lint.allow / --allow: {', '.join(ids)}", err=True)
-    return loaded
 
 
 def _resolve_packages(loaded: LoadedSpec) -> None:

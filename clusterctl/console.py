@@ -6,10 +6,14 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from clusterctl.errors import SpecError, UsageError
+
+if TYPE_CHECKING:
+    from clusterctl.spec.loader import LoadedSpec
 
 EXIT_INVALID = 2
 
@@ -40,3 +44,21 @@ def write_new_file(path: Path, text: str) -> None:
             handle.write(text)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def load_checked(
+    spec: str, assignments: tuple[str, ...], allowed: tuple[str, ...] = ()
+) -> LoadedSpec:
+    """Validate the spec and run the lint rules; errors raise SpecError."""
+    from clusterctl.lint.engine import lint_or_raise
+    from clusterctl.spec.loader import load_spec
+
+    loaded = load_spec(spec, assignments)
+    outcome = lint_or_raise(loaded, allowed)
+    for finding in outcome.warnings:
+        click.echo(f"warning: {finding}", err=True)
+    context = click.get_current_context(silent=True)
+    if outcome.allowed and context is not None and context.info_name == "validate":
+        ids = sorted({p.message.split("]", 1)[0].lstrip("[") for p in outcome.allowed})
+        click.echo(f"note: allowed by lint.allow / --allow: {', '.join(ids)}", err=True)
+    return loaded

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -173,3 +174,43 @@ def test_the_cli_starts_without_its_heavy_libraries(argv: list[str]) -> None:
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     ).stdout  # fmt: skip
     assert out.strip().splitlines()[-1] == "[]", out
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """The clusterctl modules a file imports when it runs (not under `if TYPE_CHECKING:`)."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue
+            if isinstance(child, ast.ImportFrom) and (child.module or "").startswith("clusterctl"):
+                found.add(str(child.module))
+                found.update(f"{child.module}.{alias.name}" for alias in child.names)
+            visit(child)
+
+    visit(ast.parse(path.read_text()))
+    return found
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    package = ROOT / "clusterctl"
+    modules = {
+        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in package.rglob("*.py")
+    }
+    edges = {m: _runtime_imports(p) & set(modules) - {m} for m, p in modules.items()}
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in edges[todo.pop()] - seen:
+                if nxt == goal:
+                    return True
+                seen.add(nxt)
+                todo.append(nxt)
+        return False
+
+    assert len(modules) > 60
+    circles = sorted((a, b) for a in modules for b in edges[a] if a < b and reaches(b, a))
+    assert circles == []

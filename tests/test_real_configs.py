@@ -11,9 +11,9 @@ from clusterctl.lint.registry import run_rules
 from clusterctl.render.plan import openrlhf_args, verl_argv
 from clusterctl.spec import load_spec
 from clusterctl.spec.images import image_versions
-from clusterctl.spec.loader import parse_yaml
 from clusterctl.spec.models import OpenRLHFWorkload, VerlWorkload
 from clusterctl.spec.secrets import secret_name
+from clusterctl.spec.yamlfile import parse_yaml
 from tests.conftest import ROOT
 
 VERL = ROOT / "examples" / "verl-gsm8k-mi300x.yaml"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from clusterctl.console import user_errors
+from clusterctl.console import load_checked, user_errors
 from clusterctl.errors import UsageError
 from clusterctl.image.build import BuildEvent
 
@@ -49,7 +49,6 @@ def build(
     from rich.console import Console
     from rich.markup import escape
 
-    from clusterctl.cli import load_checked
     from clusterctl.image.build import build_image
     from clusterctl.render.bundle import add_file, render_bundle, write_bundle
 
@@ -107,7 +106,6 @@ def image() -> None:
 def save(spec: str, output: Path | None, assignments: tuple[str, ...]) -> None:
     """docker save SPEC's container.image into a tarball and its image ID into TARBALL.id;
     a job with container.pull: load then loads it on every node that lacks that image."""
-    from clusterctl.cli import load_checked
     from clusterctl.image.archive import id_file, save_image
 
     with user_errors():

@@ -557,7 +557,7 @@ def to_yaml(imported: Imported, source: str) -> str:
     lines that were not mapped listed at the end. Scalars are written by PyYAML (its quoting)."""
     import yaml
 
-    from clusterctl.spec.loader import parse_yaml
+    from clusterctl.spec.yamlfile import parse_yaml
 
     def scalar(value: Any) -> str:
         text = yaml.safe_dump(value, default_flow_style=True, width=10**9, allow_unicode=True)

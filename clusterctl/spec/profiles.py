@@ -29,10 +29,16 @@ from pydantic import Field, StringConstraints, ValidationError
 from clusterctl.errors import Problem, SpecError
 from clusterctl.spec.messages import in_our_words
 from clusterctl.spec.models import ImageRef, ProfileName, Section
+from clusterctl.spec.yamlfile import (
+    PathKey,
+    format_path,
+    line_for,
+    parse_yaml,
+    read_small_text,
+)
 
 PROFILES_ENV = "CLUSTERCTL_PROFILES"
 PROFILES_FILE = "clusterctl-profiles.yaml"
-PathKey = tuple[str | int, ...]
 
 SshAlias = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*$")]
 RemoteDir = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_./~-][A-Za-z0-9_./-]*$")]
@@ -88,7 +94,6 @@ def profiles_path(spec_source: str) -> Path:
 
 def load_profile(name: str, spec_source: str, line: int | None) -> LoadedProfile:
     """The profile NAME; a missing file or profile is a problem at the spec's profile line."""
-    from clusterctl.spec.loader import format_path, line_for, parse_yaml, read_small_text
 
     path = profiles_path(spec_source)
     if (unsafe := _unsafe_to_trust(path)) is not None:

@@ -40,13 +40,11 @@ VERL_NAMES = {
 def openrlhf_dotted(spec: JobSpec) -> bool:
     """Does the job's OpenRLHF take dotted flags: by versions.openrlhf, else by how the spec
     writes its other flags, else as current releases do."""
-    from clusterctl.spec.models import OpenRLHFWorkload
-
     version = parse_version(spec.versions.openrlhf)
     if version is not None:
         return version >= OPENRLHF_DOTTED_SINCE
     wl = spec.workload
-    if isinstance(wl, OpenRLHFWorkload):
+    if wl.framework == "openrlhf":
         names = [k.lstrip("-") for k in wl.args]
         if any("." in n for n in names):
             return True

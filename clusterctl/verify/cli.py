@@ -16,7 +16,6 @@ import click
 from clusterctl.console import user_errors
 from clusterctl.errors import UsageError
 from clusterctl.ssh import SshOptions, Transport
-from clusterctl.verify.bare import SPEC_WOULD_ADD
 from clusterctl.verify.judges import (
     NodeFacts,
     Result,
@@ -93,7 +92,7 @@ def verify(
             raise UsageError("give at most one of --hosts, --job and --local")
         if apply and not drain:
             raise UsageError("--apply runs the --drain lines: give --drain too")
-        from clusterctl.verify.bare import bare_spec
+        from clusterctl.verify.bare import SPEC_WOULD_ADD, bare_spec
 
         loaded = load_spec(spec, ()) if spec else None
         script = render_gather_script(loaded.spec if loaded else bare_spec())
