@@ -460,6 +460,32 @@ def test_docker_image_leftovers_and_stray_ray() -> None:
     )
 
 
+def test_another_users_container_is_never_called_a_leftover() -> None:
+    """Under SLURM's PrivateData=jobs squeue lists only our own jobs (issue 20 item 15): a
+    container another uid started is reported, not failed, and never drains the node."""
+    cid = ["a" * 64, "b" * 64, "c" * 64]
+    secs = sections(
+        "amd",
+        uid=(0, "1000"),
+        containers=(
+            0,
+            f"4242 {cid[0]} cc-4242-gpu-1 uid=1001 running\n"  # live: judged by squeue
+            f"4300 {cid[1]} cc-4300-gpu-1 uid=1001 running\n"  # hidden from us
+            f"4100 {cid[2]} cc-4100-gpu-1 uid=1000 exited",  # ours, ended
+        ),
+    )
+    found = by_check(judge_all(facts_of(gather_text("gpu-1", secs)), AMD), "gpu-1", "leftovers")
+    assert [(r.status, r.reason) for r in found] == [
+        (FAIL, "containers of jobs that no longer run: cc-4100-gpu-1 (job 4100, exited)"),
+        (
+            WARN,
+            "clusterctl containers of other users whose jobs this user cannot see (SLURM's "
+            "PrivateData=jobs hides them): cc-4300-gpu-1 (uid 1001, job 4300)",
+        ),
+    ]
+    assert not any(r.drain for r in found)
+
+
 def test_image_digest_ports_address_and_clock() -> None:
     other = sections(
         "amd", 2, image=(0, "sha256:" + "cd" * 32), ports=(0, "6379 in-use\n8265 free")

@@ -943,16 +943,25 @@ def judge_docker(facts: NodeFacts, expect: Expect) -> list[Result]:
     out += judge_nvidia_docker(facts, expect)
     if not expect.bare:  # without a spec there is no image to judge
         out.append(_judge_image(n, facts.section("image"), expect))
-    leftovers, unknown, ours = [], [], {}
+    leftovers, unknown, others, ours = [], [], [], {}
+    me = _text(facts.section("uid"))
     for line in _lines(facts.section("containers")):
         parts = line.split()
         if len(parts) < 3:
             continue
-        job, cid, name, state = parts[0], parts[1], parts[2], " ".join(parts[3:]) or "?"
+        job, cid, name, rest = parts[0], parts[1], parts[2], parts[3:]
+        # uid=N: the user who started it (clusterctl >= 0.1 labels it; older: no label)
+        owner = rest.pop(0).removeprefix("uid=") if rest and rest[0].startswith("uid=") else ""
+        state = " ".join(rest) or "?"
         ours[cid] = name
-        if expect.live_jobs is None:
+        if expect.live_jobs is not None and job in expect.live_jobs:
+            continue
+        if owner and me and owner != me:
+            # SLURM hides other users' jobs under PrivateData=jobs: not provably a leftover
+            others.append(f"{name} (uid {owner}, job {job})")
+        elif expect.live_jobs is None:
             unknown.append(f"{name} (job {job})")
-        elif job not in expect.live_jobs:
+        else:
             leftovers.append(f"{name} (job {job}, {state})")
     if leftovers:
         out.append(
@@ -962,6 +971,17 @@ def judge_docker(facts: NodeFacts, expect: Expect) -> list[Result]:
                 FAIL,
                 "containers of jobs that no longer run: " + ", ".join(leftovers),
                 "remove them: docker rm -f NAME (they may hold GPUs and ports)",
+            )
+        )
+    if others:
+        out.append(
+            Result(
+                n,
+                "leftovers",
+                WARN,
+                "clusterctl containers of other users whose jobs this user cannot see "
+                "(SLURM's PrivateData=jobs hides them): " + ", ".join(others),
+                "their owners or an admin remove them if their jobs have ended",
             )
         )
     if unknown:
@@ -992,7 +1012,7 @@ def judge_docker(facts: NodeFacts, expect: Expect) -> list[Result]:
                 "stop them (ray stop --force) unless they are yours on purpose",
             )
         )
-    if not leftovers and not unknown and not processes:
+    if not leftovers and not unknown and not others and not processes:
         out.append(Result(n, "leftovers", OK, "no leftover containers or Ray processes"))
     return out
 

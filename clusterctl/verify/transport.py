@@ -129,7 +129,8 @@ def live_jobs() -> frozenset[str] | None:
     if shutil.which("squeue") is None:
         return None
     try:
-        return frozenset(_run(["squeue", "-h", "-o", "%i"]).split())
+        # %A: the job id each container's label holds (%i writes an array task as 123_4)
+        return frozenset(_run(["squeue", "-h", "-o", "%A"]).split())
     except UsageError:
         return None
 

@@ -599,35 +599,33 @@ def test_time_limit_cleans_up_before_slurm_kills(tmp_path: Path) -> None:
 
 
 def test_stale_container_of_an_earlier_job_is_swept(tmp_path: Path) -> None:
-    stale = "cc-99999-node2"
-    subprocess.run(["docker", "rm", "-f", stale], capture_output=True)
-    subprocess.run(
-        [
-            "docker",
-            "run",
-            "-d",
-            "--name",
-            stale,
-            "--label",
-            "clusterctl.job=99999",
-            "--label",
-            "clusterctl.node=node2",
-            "--network",
-            "host",
-            cluster.DEV_IMAGE,
-            "sleep",
-            "infinity",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    job, rc, _ = sbatch(tmp_path, render(tmp_path))
-    assert rc == 0, job.log
-    assert "[node2] removed 1 container(s) of job 99999" in job.log
-    gone = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"name={stale}"], capture_output=True, text=True
-    )
-    assert gone.stdout.strip() == ""
+    """Our own ended job's container is swept; another user's is left alone (SLURM's
+    PrivateData=jobs may hide that user's running job from us: issue 20 item 15)."""
+    stale, foreign = "cc-99999-node2", "cc-99998-node3"
+    for name, job, node, uid in (
+        (stale, 99999, "node2", os.getuid()),
+        (foreign, 99998, "node3", 4242),
+    ):
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+        subprocess.run(
+            ["docker", "run", "-d", "--name", name, "--label", f"clusterctl.job={job}",
+             "--label", f"clusterctl.node={node}", "--label", f"clusterctl.uid={uid}",
+             "--network", "host", cluster.DEV_IMAGE, "sleep", "infinity"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+    try:
+        job, rc, _ = sbatch(tmp_path, render(tmp_path))
+        assert rc == 0, job.log
+        assert "[node2] removed 1 container(s) of job 99999" in job.log
+        assert "of job 99998" not in job.log  # never swept
+        remaining = subprocess.run(
+            ["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True
+        ).stdout.split()
+        assert stale not in remaining and foreign in remaining
+        verdicts = (job.log_dir / "preflight" / "verify.json").read_text()
+        assert "cc-99998-node3 (uid 4242, job 99998)" in verdicts
+    finally:
+        subprocess.run(["docker", "rm", "-f", foreign], capture_output=True)
 
 
 def test_container_that_dies_mid_job_fails_it_at_once_naming_the_node(tmp_path: Path) -> None:
