@@ -4,9 +4,13 @@ real engine runs in tests/e2e/test_lifecycle.py)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
-from clusterctl.image.archive import id_file, read_image_id
+import pytest
+
+from clusterctl.errors import UsageError
+from clusterctl.image.archive import check_tarball, id_file, read_image_id, tarball_images
 from clusterctl.image.build import parse_build_stream
 from clusterctl.render.bundle import add_file, is_clusterctl_bundle, render_bundle, write_bundle
 from clusterctl.spec import load_spec
@@ -48,8 +52,47 @@ def test_the_id_file_beside_a_tarball_is_read_only_when_it_holds_an_image_id(
     assert read_image_id(tarball) is None
     id_file(tarball).write_text("sha256:" + "0f" * 32 + "\n")
     assert read_image_id(tarball) == "sha256:" + "0f" * 32
+    # an ID file that holds no ID must never switch the check off
     id_file(tarball).write_text("latest\n")
-    assert read_image_id(tarball) is None
+    with pytest.raises(UsageError, match="does not hold an image ID"):
+        read_image_id(tarball)
+
+
+IMAGES = Path(__file__).parent / "fixtures" / "image"
+IMAGE_A = "sha256:45aeb78efc41c8be4b6710a733188333a71267dfafcfa1ab1cb2491a109027ba"
+IMAGE_B = "sha256:8d0ae38cd389b2a600ee06df9ab3120344d90d77685ba801121b74e59d1cc6e8"
+
+
+def test_a_tarballs_images_are_read_from_its_own_manifest() -> None:
+    assert tarball_images(IMAGES / "two.tar") == {
+        IMAGE_A: ("clusterctl/tiny-a:1",),
+        IMAGE_B: ("clusterctl/tiny-b:1",),
+    }
+    check_tarball(IMAGES / "two.tar", "clusterctl/tiny-b:1", IMAGE_B)
+    check_tarball(IMAGES / "two.tar", None, IMAGE_A)
+
+
+@pytest.mark.parametrize(
+    "tarball, image, want, said",
+    [
+        # issue 20 item 14: the tag in the tarball is another image than the ID file's
+        ("retagged.tar", "clusterctl/tiny-a:1", IMAGE_A, "do not belong together"),
+        ("two.tar", "clusterctl/tiny-a:1", IMAGE_B, "tags clusterctl/tiny-a:1 as sha256:45aeb"),
+        ("two.tar", "clusterctl/other:2", None, "does not tag clusterctl/other:2"),
+    ],
+)
+def test_a_tarball_that_would_retag_another_image_is_refused_before_loading(
+    tarball: str, image: str, want: str | None, said: str
+) -> None:
+    with pytest.raises(UsageError, match=re.escape(said)):
+        check_tarball(IMAGES / tarball, image, want)
+
+
+def test_a_file_that_is_not_a_docker_save_tarball_is_named(tmp_path: Path) -> None:
+    junk = tmp_path / "x.tar"
+    junk.write_bytes(b"not a tarball")
+    with pytest.raises(UsageError, match=r"cannot read .* as a docker save tarball"):
+        tarball_images(junk)
 
 
 def test_a_bundle_with_a_file_added_is_still_an_unchanged_clusterctl_bundle(
