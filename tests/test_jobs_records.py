@@ -208,3 +208,49 @@ def test_down_refuses_when_slurm_does_not_answer(tmp_path: Path) -> None:
     assert "SLURM did not answer about job 4242: slurm_load_jobs error: Unable to contact" in (
         result.stderr
     )
+
+
+HOSTILE_RECORDS = {
+    "a half-written line": ("timeline.jsonl", b'{"t": 1, "phase": "setup"}\n{"t": 2, "pha'),
+    "entries that are not objects": ("timeline.json", b'[1, "x", null, [2]]'),
+    "an object, not a list": ("timeline.json", b'{"t": 1}'),
+    "words where numbers go": (
+        "timeline.json",
+        b'[{"t": 1, "phase": "setup"}, {"t": 2, "phase": "end", "status": "x", "link": "y",'
+        b' "consequences": "abc"}]',
+    ),
+    "times that are not finite numbers": (
+        "timeline.json",
+        b'[{"t": "1", "phase": "a"}, {"t": 1e400, "phase": "b"}, {"t": true, "phase": "c"}]',
+    ),
+    "markup in a cause": (
+        "timeline.json",
+        b'[{"t": 1, "phase": "setup"}, {"t": 2, "phase": "end", "status": 1,'
+        b' "failed_node": "[/x]", "cause": "[bold]x[/] [rank3]"}]',
+    ),
+    "bytes that are no text": ("timeline.jsonl", b"\xff\xfe\x00\x01\n"),
+}
+
+
+# issue 20 item 12: a record someone else wrote, or half wrote, never gives a traceback
+@pytest.mark.parametrize("case", sorted(HOSTILE_RECORDS))
+def test_hostile_job_records_never_stop_status_ls_or_logs(tmp_path: Path, case: str) -> None:
+    from click.testing import CliRunner
+
+    from clusterctl.cli import main
+
+    name, data = HOSTILE_RECORDS[case]
+    run = tmp_path / "job-77"
+    run.mkdir()
+    (run / name).write_bytes(data)
+    root = ["--logs-root", str(tmp_path)]
+    for args in (["status", "77", *root], ["status", "77", "--json", *root], ["ls", *root]):
+        result = CliRunner().invoke(main, args)
+        assert result.exception is None or isinstance(result.exception, SystemExit), (
+            args,
+            result.output,
+        )
+        assert result.exit_code in (0, 1, 2), (args, result.output)
+    shown = CliRunner().invoke(main, ["status", "77", *root])
+    if case == "markup in a cause":  # shown as written, never read as rich markup
+        assert "[bold]x[/] [rank3]" in shown.output

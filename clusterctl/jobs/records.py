@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,14 +85,28 @@ def run_directories(job_id: str, root: Path) -> list[Path]:
 
 
 def read_timeline(directory: Path) -> list[dict[str, Any]]:
-    """The run's timeline: timeline.json once it ended, else the lines written so far."""
-    done = directory / "timeline.json"
-    if done.is_file():
-        return list(json.loads(_text(done)))
-    partial = directory / "timeline.jsonl"
-    if not partial.is_file():
+    """The run's timeline: timeline.json once it ended, else the lines written so far.
+    What cannot be read or parsed (a half-written line, a file someone else planted) is
+    left out: a record never stops a command."""
+    try:
+        whole = json.loads(_text(directory / "timeline.json"))
+    except (OSError, ValueError):
+        whole = None
+    if isinstance(whole, list):
+        return [e for e in whole if isinstance(e, dict)]
+    try:
+        lines = _text(directory / "timeline.jsonl").splitlines()
+    except OSError:
         return []
-    return [json.loads(line) for line in _text(partial).splitlines() if line.strip()]
+    entries = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            entries.append(entry)
+    return entries
 
 
 def _text(path: Path) -> str:
@@ -100,9 +115,17 @@ def _text(path: Path) -> str:
     return path.read_bytes().decode("utf-8", errors="replace")
 
 
+def _seconds(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _whole(value: object, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
 def summarize(directory: Path, timeline: list[dict[str, Any]]) -> RunRecord:
     """Phase rows with durations, and the run's outcome, from its timeline entries."""
-    entries = [e for e in timeline if isinstance(e.get("t"), (int, float))]
+    entries = [e for e in timeline if _seconds(e.get("t"))]
     progress = read_progress(directory)
     if not entries:
         return RunRecord(directory, [], progress=progress)
@@ -123,15 +146,19 @@ def summarize(directory: Path, timeline: list[dict[str, Any]]) -> RunRecord:
     return RunRecord(
         directory,
         rows,
-        status=int(end.get("status", 0)),
+        status=_whole(end.get("status"), 1),  # an end without a number: not a success
         failed_node=str(end.get("failed_node", "")),
         cause=str(end.get("cause", "")),
-        consequences=[str(c) for c in end.get("consequences") or []],
-        link=int(end.get("link", 0)),
+        consequences=[str(c) for c in _list(end.get("consequences"))],
+        link=_whole(end.get("link"), 0),
         previous=str(end.get("previous", "")),
         next=str(end.get("next", "")),
         progress=progress,
     )
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
 
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
