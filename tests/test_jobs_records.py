@@ -254,3 +254,32 @@ def test_hostile_job_records_never_stop_status_ls_or_logs(tmp_path: Path, case: 
     shown = CliRunner().invoke(main, ["status", "77", *root])
     if case == "markup in a cause":  # shown as written, never read as rich markup
         assert "[bold]x[/] [rank3]" in shown.output
+
+
+@pytest.mark.parametrize("node", ["../../etc", "node1/../..", "-rf"])
+def test_logs_node_names_a_node_never_a_path(tmp_path: Path, node: str) -> None:
+    from click.testing import CliRunner
+
+    from clusterctl.cli import main
+
+    (tmp_path / "job-77").mkdir()
+    result = CliRunner().invoke(main, ["logs", "77", "--node", node, "--logs-root", str(tmp_path)])
+    assert result.exit_code == 2 and "a SLURM node name" in result.output
+
+
+def test_logs_node_refuses_a_link_out_of_the_run(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from clusterctl.cli import main
+
+    secret = tmp_path / "elsewhere.txt"
+    secret.write_text("not the job's\n")
+    node_dir = tmp_path / "job-77" / "nodes" / "node1"
+    node_dir.mkdir(parents=True)
+    (node_dir / "container.log").symlink_to(secret)
+    args = ["logs", "77", "--node", "node1", "--logs-root", str(tmp_path)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and "not the job's" not in result.output
+    (node_dir / "container.log").unlink()
+    (node_dir / "container.log").write_text("the node's own line\n")
+    assert CliRunner().invoke(main, args).output == "the node's own line\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import functools
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -221,8 +222,11 @@ def logs(job_id: str, logs_root: Path, follow: bool, node: str | None, phase: st
         if node and phase:
             raise UsageError("give --node or --phase, not both")
         if node:
+            if not NODE_NAME.fullmatch(node):
+                raise UsageError(f"--node {node!r}: a SLURM node name (letters, digits, _ . -)")
             path = dirs[-1] / "nodes" / node / "container.log"
-            if not path.is_file():
+            # a node's log is a file of this run: never a link out of it (/dev/zero, secrets)
+            if not path.is_file() or not path.resolve().is_relative_to(dirs[-1].resolve()):
                 raise UsageError(
                     f"no container log of {node} in {dirs[-1]} (nodes' logs are copied when "
                     "the job fails, or always with logs.copy_node_logs: always)"
@@ -234,6 +238,7 @@ def logs(job_id: str, logs_root: Path, follow: bool, node: str | None, phase: st
     _print_file(path, job_id, follow)
 
 
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 LOG_CHUNK = 1 << 20  # a log is copied a MiB at a time, never read whole into memory
 SLURM_EVERY = 5.0  # seconds between asks of SLURM whether a followed job has ended
 
