@@ -313,7 +313,9 @@ class ContainerSpec(Section):
     env_passthrough: list[UserEnvName] = Field(
         default_factory=list,
         description="names passed through from the submitting environment (secrets such as "
-        "WANDB_API_KEY, HF_TOKEN): never written into files",
+        "WANDB_API_KEY, HF_TOKEN): never in the bundle, argv or clusterctl's logs; Docker keeps "
+        "the value in the container's config and SLURM in the job's saved environment, as for "
+        "any variable a job passes",
     )
     devices: list[AbsPath] | None = Field(
         None,
