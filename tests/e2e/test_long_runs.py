@@ -201,6 +201,7 @@ def test_a_stalled_workload_is_caught_with_stack_dumps_and_explained(tmp_path: P
             tmp_path,
             f"container.mounts=[{{source: {code}, target: /code}}]",
             "workload.command=python3 /code/hang.py",
+            "watch.first_progress_seconds=120",  # the ranks' start-up: its own window
             "watch.stall_seconds=8",
             "watch.progress_pattern=^step [0-9]+",
         ),
