@@ -3,15 +3,17 @@ real engine runs in tests/e2e/test_lifecycle.py)."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
+import tarfile
 from pathlib import Path
 
 import pytest
 
 from clusterctl.errors import UsageError
 from clusterctl.image.archive import check_tarball, id_file, read_image_id, tarball_images
-from clusterctl.image.build import parse_build_stream
+from clusterctl.image.build import context_tar, parse_build_stream
 from clusterctl.render.bundle import add_file, is_clusterctl_bundle, render_bundle, write_bundle
 from clusterctl.spec import load_spec
 from tests.conftest import ROOT
@@ -107,3 +109,18 @@ def test_a_bundle_with_a_file_added_is_still_an_unchanged_clusterctl_bundle(
     assert is_clusterctl_bundle(target)
     (target / "image.json").write_text("{}")
     assert not is_clusterctl_bundle(target)
+
+
+def test_the_engine_receives_the_dockerfile_and_the_wheelhouse_only(tmp_path: Path) -> None:
+    """A spec in $HOME must not send ~/.ssh to the Docker engine (issue 20, low)."""
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "id_ed25519").write_text("a private key\n")
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "wheels" / "x-1.0-py3-none-any.whl").write_bytes(b"wheel")
+    out = io.BytesIO()
+    context_tar("FROM scratch\n", tmp_path, ("wheels",), out)
+    with tarfile.open(fileobj=out) as tar:
+        names = sorted(tar.getnames())
+        dockerfile = tar.extractfile("Dockerfile")
+        assert dockerfile is not None and dockerfile.read() == b"FROM scratch\n"
+    assert names == ["Dockerfile", "wheels", "wheels/x-1.0-py3-none-any.whl"]

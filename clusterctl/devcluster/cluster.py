@@ -445,6 +445,7 @@ def build_offline(
             show,
             docker_host,
             {RECIPE_LABEL: recipe or dev_recipe()},
+            ship=("wheels", *(file.name for file in files)),
         )
     finally:
         shutil.rmtree(context, ignore_errors=True)

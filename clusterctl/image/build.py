@@ -8,12 +8,14 @@ builds (``container.build.wheelhouse``).
 from __future__ import annotations
 
 import importlib
+import io
 import re
+import tarfile
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from clusterctl.errors import UsageError
 
@@ -77,6 +79,20 @@ def docker_client(docker_host: str | None = None) -> Any:
     return client
 
 
+def context_tar(dockerfile: str, context: Path, ship: tuple[str, ...], out: IO[bytes]) -> None:
+    """The build context the engine receives, as a tar written to OUT: the Dockerfile and the
+    paths of CONTEXT it copies (SHIP: the wheelhouse), never the rest of the directory (a spec
+    in $HOME would send ~/.ssh to the engine)."""
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        data = dockerfile.encode()
+        info = tarfile.TarInfo("Dockerfile")
+        info.size, info.mode = len(data), 0o644
+        tar.addfile(info, io.BytesIO(data))
+        for rel in ship:
+            tar.add(context / rel, arcname=rel)
+    out.seek(0)
+
+
 def build_image(
     dockerfile: str,
     context: Path,
@@ -86,18 +102,19 @@ def build_image(
     on_event: Callable[[BuildEvent], None],
     docker_host: str | None = None,
     labels: dict[str, str] | None = None,
+    ship: tuple[str, ...] = (),
 ) -> BuildResult:
-    """docker build DOCKERFILE in CONTEXT, tagged TAGS; every event goes to ON_EVENT."""
+    """docker build DOCKERFILE with SHIP (paths under CONTEXT) as its context, tagged TAGS;
+    every event goes to ON_EVENT."""
     if not context.is_dir():
         raise UsageError(f"build context {context} is not a directory")
     client = docker_client(docker_host)
-    with tempfile.TemporaryDirectory(prefix="clusterctl-build-") as tmp:
-        # outside the context: the SDK sends it inside the context's tar under its own name
-        path = Path(tmp) / "Dockerfile"
-        path.write_text(dockerfile, encoding="utf-8")
+    with tempfile.TemporaryFile(prefix="clusterctl-build-") as tar:
+        context_tar(dockerfile, context, ship, tar)
         stream = client.api.build(
-            path=str(context),
-            dockerfile=str(path),
+            fileobj=tar,
+            custom_context=True,
+            dockerfile="Dockerfile",
             tag=tags[0],
             buildargs=build_args,
             nocache=no_cache,

@@ -74,8 +74,9 @@ def build(
                 "(the wheelhouse lies in the build context: --context)"
             )
         image = loaded.spec.container.image
+        ship = (build_spec.wheelhouse,) if build_spec.wheelhouse else ()
         result = build_image(
-            dockerfile, where, [image, *tags], _build_args(build_args), no_cache, show
+            dockerfile, where, [image, *tags], _build_args(build_args), no_cache, show, ship=ship
         )
         pinned = loaded.spec.model_copy(deep=True)
         pinned.container.image_id = result.image_id
