@@ -16,7 +16,15 @@ from pathlib import Path
 import pytest
 
 from clusterctl.render.placement import placement_shapes
-from clusterctl.runtime.ray_wait import EXIT_HEAD, EXIT_JOIN, EXIT_SELFTEST, describe, join_problems
+from clusterctl.runtime.ray_wait import (
+    EXIT_HEAD,
+    EXIT_JOIN,
+    EXIT_SELFTEST,
+    PAIR_PARTNERS,
+    describe,
+    join_problems,
+    partners,
+)
 from clusterctl.spec import load_spec
 from tests.conftest import ROOT
 
@@ -489,3 +497,21 @@ print(json.dumps({{"results": results, "problems": problems}}))
     assert raised.startswith("node=head1 rank 1 failed the allreduce: ")
     assert "ncclSystemError: boom" in raised
     assert late == "node=head1 rank 2 did not finish the allreduce before the self-test's deadline"
+
+
+@pytest.mark.parametrize("count", [2, 10, 11, 64, 1024])
+def test_the_reachability_test_stays_linear_in_the_node_count(count: int) -> None:
+    """All pairs up to PAIR_PARTNERS + 2 nodes; beyond, a ring plus PAIR_PARTNERS others per
+    node (issue 22: 1024 nodes made ~1M round trips)."""
+    names = [f"n{i:04d}" for i in range(count)]
+    chosen = partners(names)
+    tries = sum(len(v) for v in chosen.values())
+    if count <= PAIR_PARTNERS + 2:
+        assert tries == count * (count - 1)
+    else:
+        assert tries == count * (PAIR_PARTNERS + 1)
+        reached = {b for targets in chosen.values() for b in targets}
+        assert reached == set(names)  # the ring: every node is tried by another
+    for name, targets in chosen.items():
+        assert name not in targets and len(set(targets)) == len(targets)
+    assert partners(list(names)) == chosen  # the same nodes, the same pairs
