@@ -765,3 +765,44 @@ def test_the_gather_without_a_spec_is_valid_bash_and_lists_every_vendors_devices
     text = script.read_text()
     assert "CC_DEVICES=( '/dev/kfd' '/dev/dri' '/dev/infiniband' )" in text
     assert "CC_PORTS_ALL=( )" in text  # no job, no ports of its own
+
+
+def test_the_table_collapses_ok_nodes_and_keeps_every_problem() -> None:
+    """1024 healthy nodes stay a screen (issue 22 item 3); --full and JSON keep every row."""
+    from clusterctl.verify.cli import table_rows
+
+    texts = [gather_text(f"gpu-{i}", sections("amd", i)) for i in range(1, 9)]
+    texts[2] = gather_text("gpu-3", sections("amd", 3, docker=(1, "Cannot connect")))
+    results = judge_all(facts_of(*texts), AMD)
+    rows = table_rows(results)
+    assert len(rows) < len(results) / 3
+    [docker_down] = [r for r in rows if r.node == "gpu-3" and r.check == "docker"]
+    assert docker_down.status == FAIL
+    [docker_ok] = [r for r in rows if r.check == "docker" and r.status == OK]
+    assert docker_ok.node == "7 nodes" and docker_ok.reason == "Docker engine 26.1.3"
+    [address] = [r for r in rows if r.check == "address"]  # every node's address differs
+    assert address.node == "8 nodes" and address.reason.endswith("(and 7 other readings)")
+    assert table_rows(results, full=True) == sorted(
+        results, key=lambda r: (r.node == "*", r.node, r.check)
+    )
+
+
+def test_the_preflight_prints_one_line_per_warning_with_its_nodes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from clusterctl.verify.judges import main as judges_main
+
+    small_shm = (
+        0,
+        f"Filesystem 1-blocks Used Available Capacity Mounted on\ntmpfs {GIB} 0 {GIB} 0% /dev/shm",
+    )
+    for i in range(1, 7):
+        (tmp_path / f"node{i}.gather").write_text(
+            gather_text(f"node{i}", sections("amd", i, shm=small_shm))
+        )
+    fields = dataclasses.asdict(AMD) | {"hcas": ["rdma0", "rdma1"], "image_id": None}
+    expect = json.dumps({k: v for k, v in fields.items() if k != "live_jobs"})
+    judges_main([str(tmp_path), expect])
+    warned = [line for line in capsys.readouterr().out.splitlines() if "warning: shm:" in line]
+    assert len(warned) == 1
+    assert warned[0].startswith("clusterctl: [node1, node2, node3, node4 and 2 more] warning: shm:")

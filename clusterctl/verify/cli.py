@@ -8,6 +8,7 @@ import re
 import shlex
 import subprocess
 import sys
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
@@ -61,6 +62,7 @@ DRAIN_PREFIX = "clusterctl:"  # only reasons with this prefix are ours (NHC's co
     help="Trust host keys not yet in known_hosts (refused by default).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option("--full", is_flag=True, help="One row per node and check, ok ones too.")
 @click.option("--drain", is_flag=True, help="Print the scontrol lines that drain failed nodes.")
 @click.option("--apply", is_flag=True, help="With --drain: run them.")
 def verify(
@@ -73,6 +75,7 @@ def verify(
     ssh_transport: Transport | None,
     accept_new_host_keys: bool,
     as_json: bool,
+    full: bool,
     drain: bool,
     apply: bool,
 ) -> None:
@@ -132,7 +135,7 @@ def verify(
             )
         )
     else:
-        print_table(results)
+        print_table(results, full)
         if not loaded:
             click.echo("not checked without a spec: " + "; ".join(SPEC_WOULD_ADD), err=True)
     if drain:
@@ -180,7 +183,32 @@ def drain_commands(results: list[Result]) -> list[list[str]]:
     ]
 
 
-def print_table(results: list[Result]) -> None:
+def table_rows(results: list[Result], full: bool = False) -> list[Result]:
+    """What the table shows: every failure, warning and unjudged check per node; the ok and
+    skipped ones per check, nodes collapsed ("12 nodes", their common reading, or the first
+    and how many differ), so 1024 nodes stay a screen. FULL: every row (JSON always has them)."""
+    ordered = sorted(results, key=lambda r: (r.node == "*", r.node, r.check))
+    if full:
+        return ordered
+    quiet = ("ok", "skip")
+    rows = [r for r in ordered if r.status not in quiet or r.node == "*"]
+    groups: dict[tuple[str, str], list[Result]] = {}
+    for r in ordered:
+        if r.status in quiet and r.node != "*":
+            groups.setdefault((r.check, r.status), []).append(r)
+    for (check, status), members in sorted(groups.items()):
+        if len(members) == 1:
+            rows.append(members[0])
+            continue
+        readings = Counter(r.reason for r in members)
+        common, _ = readings.most_common(1)[0]
+        other = len(readings) - 1
+        reason = common + (f" (and {other} other readings)" if other else "")
+        rows.append(Result(f"{len(members)} nodes", check, status, reason, members[0].fix))
+    return rows
+
+
+def print_table(results: list[Result], full: bool = False) -> None:
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -195,7 +223,7 @@ def print_table(results: list[Result]) -> None:
     table = Table(show_lines=False)
     for col in ("node", "check", "status", "reason", "fix"):
         table.add_column(col, overflow="fold")
-    for r in sorted(results, key=lambda r: (r.node == "*", r.node, r.check)):
+    for r in table_rows(results, full):
         # node names, reasons and fixes quote what nodes and tools said: never markup
         table.add_row(
             Text(r.node), Text(r.check), Text(r.status, style=style[r.status]), Text(r.reason),

@@ -1293,9 +1293,12 @@ def main(argv: list[str]) -> int:
     with open(os.path.join(directory, "drainable.tsv"), "w", encoding="utf-8") as handle:
         for node, r in sorted(drainable(results).items()):
             handle.write(f"{node}\t{r.check}: {r.reason}\n")
+    warned: dict[tuple[str, str, str], list[str]] = {}
     for r in results:
         fix = f" (fix: {r.fix})" if r.fix else ""
-        if r.status == FAIL:
+        if r.status == WARN:
+            warned.setdefault((r.check, r.reason, fix), []).append(r.node)
+        elif r.status == FAIL:
             print(f"clusterctl: FAIL node={r.node} phase=preflight: {r.check}: {r.reason}{fix}")
         elif r.status == UNKNOWN:
             # the job cannot tell the node is fit: it stops (or leaves the node out), naming
@@ -1304,8 +1307,10 @@ def main(argv: list[str]) -> int:
                 f"clusterctl: FAIL node={r.node} phase=preflight: {r.check} cannot be judged: "
                 f"{r.reason}{fix}"
             )
-        elif r.status == WARN:
-            print(f"clusterctl: [{r.node}] warning: {r.check}: {r.reason}{fix}")
+    # one line per warning, its nodes listed (the first few, then how many): not N lines
+    for (check, reason, fix), where in warned.items():
+        shown = ", ".join(where[:4]) + (f" and {len(where) - 4} more" if len(where) > 4 else "")
+        print(f"clusterctl: [{shown}] warning: {check}: {reason}{fix}")
     counts = Counter(r.status for r in results)
     print(
         f"clusterctl: node checks on {len(nodes)} nodes: {counts[FAIL]} failed, "
