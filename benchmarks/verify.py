@@ -10,7 +10,7 @@ counted in a cgroup of the sshd's own) says what this machine spends on the side
 real cluster spreads over 32 machines.
 
 The remote ends log in twice over: as root, whose `.bashrc` on this machine runs `pyenv init`
-(0.13-0.21 CPU s a session in the README's run, before any of verify's work), and as
+(0.13-0.21 CPU s a session in docs/benchmarks.md's run, before any of verify's work), and as
 `clusterctl-bench`, a user with Debian's stock `.bashrc` (made here if missing, in the docker
 group: the gather asks the engine). All variants run interleaved in one run; figures are
 medians.

@@ -87,7 +87,7 @@ def starter_spec(preset: str, framework: str, nodes: int) -> str:
     }[info.vendor]
     return f"""\
 # clusterctl job spec ({preset}, {framework}). Check it: clusterctl validate THIS_FILE
-# Every key is documented in the README's spec reference; `clusterctl schema` prints the
+# Every key is documented in docs/reference.md; `clusterctl schema` prints the
 # JSON Schema for editors.
 slurm:
   job_name: {framework}-{preset}

@@ -582,7 +582,7 @@ def _gid(spec: JobSpec) -> Findings:
         yield ("network", "gid_index"), "RoCE needs NCCL_IB_GID_INDEX"
 
 
-# Fastest bring-up measured on the dev cluster (README benchmarks: 13.6-22.7 s from job start
+# Fastest bring-up measured on the dev cluster (docs/benchmarks.md: 13.6-22.7 s from job start
 # to the workload at 2-4 nodes): a time limit must leave at least this after the grace period.
 MIN_BRING_UP_SECONDS = 60
 

@@ -8,7 +8,7 @@ the spec, ``~/.config/clusterctl/profiles.yaml``::
     profiles:
       mi300x-prod:
         login_host: prod-login        # an alias of ~/.ssh/config: submit --host's default
-        ssh: openssh                  # the system's ssh (default paramiko), see the README
+        ssh: openssh                  # the system's ssh (default paramiko), see docs/commands.md
         remote_dir: clusterctl-jobs   # on the login host, relative to the login's home
         registry: registry.site:5000  # prefixed to container.image when it names no registry
         spec:                         # any spec values, e.g.

@@ -1,4 +1,4 @@
-"""The spec reference in Markdown, generated from the models (the README embeds it)."""
+"""The spec reference in Markdown, generated from the models (docs/reference.md embeds it)."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def reference_markdown() -> str:
     """One table per section: key, type, default, meaning."""
     lines: list[str] = []
     for path, model in _models(JobSpec, "")[1:]:
-        lines += [f"#### `{path}`", ""]
+        lines += [f"## `{path}`", ""]
         doc = (model.__doc__ or "").strip().splitlines()[0] if model.__doc__ else ""
         if doc and not doc.startswith("!!!"):
             lines += [doc, ""]
