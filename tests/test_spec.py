@@ -162,6 +162,20 @@ def test_sbatch_value_with_space_or_newline_is_refused() -> None:
             "container.env.A: also listed in container.env_passthrough",
         ),
         ("ray: {min_worker_port: 20000}\n", "ray.max_worker_port: set min_worker_port and max"),
+        # issue 21 item 6: one reading of each fact (network: and the environment)
+        (
+            "container: {image: x, env: {NCCL_SOCKET_IFNAME: ib0}}\n",
+            "container.env.NCCL_SOCKET_IFNAME: NCCL_SOCKET_IFNAME is written by clusterctl from "
+            "network.socket_ifname: set that instead",
+        ),
+        (
+            "network: {nccl_env: {NCCL_IB_HCA: mlx5_0}}\n",
+            "network.nccl_env.NCCL_IB_HCA: NCCL_IB_HCA is written by clusterctl from network.hcas",
+        ),
+        (
+            "container: {image: x, env: {RAY_ADDRESS: '10.0.0.1:6379'}}\n",
+            "container.env.RAY_ADDRESS: RAY_ADDRESS is set by clusterctl",
+        ),
         (
             "watch: {first_progress_seconds: 600}\n",
             "watch: watch.first_progress_seconds needs watch.stall_seconds",

@@ -267,6 +267,19 @@ def _argv_sizes(spec: JobSpec) -> list[tuple[FieldPath, str]]:
 
 # Set by job.sbatch for every job (Ray's token authentication, one token per job).
 JOB_OWNED_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+# Variables clusterctl writes from network: (plan.container_env), where the node checks and the
+# choice of Ray's address read the same value: set in the environment instead, NCCL would use
+# one interface or HCA and Ray and verify another (issue 21: one reading of each fact).
+FROM_NETWORK = {
+    name: f"{name} is written by clusterctl from {setting}: set that instead, so the node "
+    "checks, Ray's address and NCCL read one value"
+    for name, setting in (
+        ("NCCL_SOCKET_IFNAME", "network.socket_ifname"),
+        ("GLOO_SOCKET_IFNAME", "network.socket_ifname"),
+        ("NCCL_IB_HCA", "network.hcas"),
+        ("NCCL_IB_GID_INDEX", "network.gid_index"),
+    )
+} | {"RAY_ADDRESS": "RAY_ADDRESS is set by clusterctl: the workload is given its own job's head"}
 
 
 def check_consistency(spec: JobSpec) -> list[tuple[FieldPath, str]]:
@@ -277,6 +290,9 @@ def check_consistency(spec: JobSpec) -> list[tuple[FieldPath, str]]:
             if name in JOB_OWNED_ENV:
                 where = ("container" if section == "env" else "network", section, name)
                 out.append((where, f"{name} is set by clusterctl: each job gets its own Ray token"))
+        for name in sorted(set(env) & set(FROM_NETWORK)):
+            where = ("container" if section == "env" else "network", section, name)
+            out.append((where, FROM_NETWORK[name]))
     for name in spec.container.env_passthrough:
         if name in JOB_OWNED_ENV:
             out.append(
