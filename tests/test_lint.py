@@ -421,3 +421,12 @@ def test_a_url_with_a_reference_or_no_password_is_no_secret() -> None:
     ]
     for assignment in clean:
         assert "literal-secret" not in rule_ids(CPU, [assignment])
+
+
+def test_a_built_images_base_tag_states_the_rocm_it_keeps() -> None:
+    """issue 21 item 6: the build's base image tag is read like the image's own tag, for what a
+    build keeps (ROCm, CUDA, Python; its pip set may replace the base's vLLM)."""
+    old_base = ["container.build.base_image=rocm/vllm:rocm6.1_mi300_ubuntu22.04_py3.10_vllm_0.6.0"]
+    assert "rocm-min-mi300" in rule_ids(VERL, old_base)
+    declared = [*old_base, "versions.rocm=6.4.1"]
+    assert "image-versions" in rule_ids(VERL, declared)

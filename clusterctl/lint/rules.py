@@ -20,7 +20,7 @@ from clusterctl.lint.workload import (
     verl,
     vllm_shape,
 )
-from clusterctl.spec.images import image_versions, same_release
+from clusterctl.spec.images import base_image, image_versions, same_release
 from clusterctl.spec.models import JobSpec, OpenRLHFWorkload, VerlWorkload
 from clusterctl.spec.presets import PRESETS, RAY_HIP_SWITCH, parse_version
 from clusterctl.spec.resume import OPENRLHF_DOTTED_SINCE
@@ -52,12 +52,33 @@ def _allocated_gpus(spec: JobSpec) -> int:
     return spec.slurm.nodes * (spec.slurm.gpus_per_node or 0)
 
 
+# What a built image keeps of its base: the system's ROCm/CUDA and Python (its pip set may
+# replace the base's vLLM or verl, so the base tag's word on those is not the image's).
+BASE_KEEPS = ("rocm", "cuda", "python")
+
+
+def _stated(spec: JobSpec) -> dict[str, tuple[str, FieldPath]]:
+    """Versions the image's tag states, else (for what a build keeps) its base image's tag."""
+    image: FieldPath = ("container", "image")
+    out: dict[str, tuple[str, FieldPath]] = {
+        k: (v, image) for k, v in image_versions(spec.container.image).items()
+    }
+    build = spec.container.build
+    if build is not None:
+        for field, version in image_versions(base_image(build)).items():
+            if field in BASE_KEEPS:
+                out.setdefault(field, (version, ("container", "build", "base_image")))
+    return out
+
+
 def _version(spec: JobSpec, field: str) -> tuple[str | None, FieldPath]:
-    """A version as the spec declares it, else as the image's tag states it, and where."""
+    """A version as the spec declares it, else as the image's (or its base's) tag states it,
+    and where: every rule reads a version through here."""
     declared = getattr(spec.versions, field)
     if declared:
         return declared, ("versions", field)
-    return image_versions(spec.container.image).get(field), ("container", "image")
+    stated = _stated(spec).get(field)
+    return (stated[0], stated[1]) if stated else (None, ("container", "image"))
 
 
 def _ray(spec: JobSpec) -> Version:
@@ -379,14 +400,11 @@ def _vllm_sync(spec: JobSpec) -> Findings:
     "image tag grammars of rocm/verl, rocm/vllm and verlai/verl (clusterctl/spec/images.py)",
 )
 def _image_versions(spec: JobSpec) -> Findings:
-    stated = image_versions(spec.container.image)
-    for field, version in stated.items():
+    for field, (version, where) in _stated(spec).items():
         declared = getattr(spec.versions, field)
         if declared and not same_release(declared, version):
-            yield (
-                ("versions", field),
-                f"{field} {declared}, but the image {spec.container.image} says {version}",
-            )
+            image = spec.container.image if where == ("container", "image") else "its base image"
+            yield (("versions", field), f"{field} {declared}, but {image} says {version}")
 
 
 @rule(
