@@ -308,6 +308,24 @@ python3 -c "$CC_WAITER_BOOT" "$CC_WAITER_SIZE" --address 127.0.0.1:1 --head-ip 1
     assert 'CLUSTERCTL_RESULT {"status": "head-timeout"}' in result.stdout
 
 
+def test_a_waiter_frame_of_the_wrong_size_is_refused_never_run(
+    library: Path, tmp_path: Path
+) -> None:
+    """Bytes past the source are node names: a size that is off must not run them."""
+    (tmp_path / "logs").mkdir()
+    result = bash(
+        library,
+        f"""
+CC_LOG_DIR={tmp_path}/logs CC_HEAD_NODE=n1 CC_PHASE_TOKEN=t CC_NODE_LIST=('print("ran")')
+cc_write_waiter_input
+size=${{CC_WAITER_SIZE%%:*}}
+python3 -c "$CC_WAITER_BOOT" "$((size + 20)):${{CC_WAITER_SIZE#*:}}" < "$CC_LOG_DIR/waiter.in"
+""",
+    )
+    assert result.returncode == 1 and "ran" not in result.stdout
+    assert "the Ray waiter source arrived damaged" in result.stderr
+
+
 def deadman(library: Path, tmp_path: Path, beat_age: int, squeue_says: str) -> str:
     """cc_node_deadman over 20 rounds of its loop (its sleep stubbed), the heartbeat BEAT_AGE
     seconds old, squeue printing SQUEUE_SAYS; the calls it made to SLURM and docker."""
