@@ -71,7 +71,10 @@ REMOTE_SUBMIT = """\
 set -e
 refuse() { echo "clusterctl: $1" >&2; exit 3; }
 cd
-mkdir -p -- {where} && cd -- {where}
+dir={where}
+# (set -e does not stop at a failure inside an && list: each step refuses on its own)
+mkdir -p -- "$dir" || refuse "cannot create the remote_dir $dir"
+cd -- "$dir" || refuse "cannot enter the remote_dir $dir"
 root=$(pwd -P)
 [ -k . ] || [ -z "$(find . -maxdepth 0 -perm /022)" ] ||
   refuse "$root is writable by others and not sticky: chmod +t it, or use a remote_dir of your own"

@@ -4,6 +4,7 @@ a real sshd are in tests/e2e (test_verify_nodes, test_lifecycle)."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,19 @@ def test_known_hosts_with_markers_and_bad_lines_keep_the_others(tmp_path: Path) 
 def test_a_missing_ssh_config_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"--ssh-config .*: no such file"):
         resolve("login", SshOptions(config_file=tmp_path / "nope"))
+
+
+def test_a_remote_dir_that_cannot_be_made_refuses_never_falls_back_to_home(
+    tmp_path: Path,
+) -> None:
+    """issue 20 (low): `mkdir -p DIR && cd DIR` under set -e went on in $HOME when mkdir failed."""
+    from clusterctl.remote import REMOTE_SUBMIT, shell_path
+
+    script = REMOTE_SUBMIT.replace("{where}", shell_path("/proc/clusterctl-cannot-exist"))
+    script = script.replace("{name}", "job")
+    result = subprocess.run(
+        ["sh", "-c", script], input=b"", capture_output=True, env={"HOME": str(tmp_path)}
+    )
+    assert result.returncode == 3
+    assert b"cannot create the remote_dir /proc/clusterctl-cannot-exist" in result.stderr
+    assert not (tmp_path / "bundles").exists()
