@@ -283,3 +283,14 @@ def test_logs_node_refuses_a_link_out_of_the_run(tmp_path: Path) -> None:
     (node_dir / "container.log").unlink()
     (node_dir / "container.log").write_text("the node's own line\n")
     assert CliRunner().invoke(main, args).output == "the node's own line\n"
+
+
+def test_down_takes_only_node_names_from_a_runs_node_list(tmp_path: Path) -> None:
+    from clusterctl.jobs.cli import _nodes_from_logs
+
+    run = tmp_path / "job-77"
+    run.mkdir()
+    (run / "node-names.txt").write_bytes(b"node1\nnode[1-512]\n-x\nnode2\n\xff\nnode1\n")
+    assert _nodes_from_logs("77", tmp_path) == "node1,node2"
+    (tmp_path / "job-77-run1").mkdir()  # a run without the file: skipped, no traceback
+    assert _nodes_from_logs("77", tmp_path) == "node1,node2"

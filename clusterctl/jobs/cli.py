@@ -341,9 +341,12 @@ def _nodes_from_logs(job_id: str, root: Path) -> str:
     """The node list the job wrote into its log directory (node-names.txt)."""
     names: list[str] = []
     for directory in run_directories(job_id, root):
-        path = directory / "node-names.txt"
-        if path.is_file():
-            names += [n for n in path.read_text().split() if n not in names]
+        try:
+            words = (directory / "node-names.txt").read_bytes().decode(errors="replace").split()
+        except OSError:
+            continue
+        # a node name, never a list expression or an option (a planted file names no others)
+        names += [n for n in words if NODE_NAME.fullmatch(n) and n not in names]
     return ",".join(names)
 
 
