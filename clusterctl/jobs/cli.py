@@ -346,7 +346,9 @@ def _nodes_from_logs(job_id: str, root: Path) -> str:
         except OSError:
             continue
         # a node name, never a list expression or an option (a planted file names no others)
-        names += [n for n in words if NODE_NAME.fullmatch(n) and n not in names]
+        for name in words:
+            if NODE_NAME.fullmatch(name) and name not in names:
+                names.append(name)
     return ",".join(names)
 
 
