@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -59,3 +60,14 @@ def dev_cluster() -> None:
             "the dev cluster is not up; run `clusterctl dev-cluster up --nodes 4` "
             f"first:\n{status.stdout}{status.stderr}"
         )
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the package-index resolution (tests/test_resolve.py) now, in the background at
+    nice 19, when its tests are selected: it overlaps the end-to-end tests' waiting."""
+    for item in session.items:
+        module = getattr(item, "module", None)
+        if item.get_closest_marker("index") and hasattr(module, "start_in_background"):
+            out = Path(tempfile.mkdtemp(prefix="clusterctl-resolve-")) / "resolved.json"
+            module.start_in_background(out)
+            return
