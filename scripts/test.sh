@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q -e '.[test]'
-clusterctl dev-cluster up --nodes 4
+clusterctl dev-cluster up --nodes 4 --gpus-per-node 8
 # verl's own validate_config judges the verl specs in the tests (tests/test_frameworks.py)
 CLUSTERCTL_VERL_PYTHON=$(bash scripts/framework-judges.sh)
 export CLUSTERCTL_VERL_PYTHON

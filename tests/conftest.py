@@ -49,16 +49,21 @@ def assert_shell_clean(script: Path) -> None:
     assert check.returncode == 0, check.stdout
 
 
+# How scripts/test.sh brings the dev cluster up: 4 nodes, each offering 8 GPUs as SLURM gres
+# (no device behind them; the GPU presets' jobs declare them to Ray with logical GPUs)
+DEV_CLUSTER_UP = ("--nodes", "4", "--gpus-per-node", "8")
+
+
 @pytest.fixture(scope="session")
 def dev_cluster() -> None:
-    """The real local cluster must be up (`clusterctl dev-cluster up --nodes 4`)."""
+    """The real local cluster must be up (`clusterctl dev-cluster up` DEV_CLUSTER_UP)."""
     status = subprocess.run(
         ["clusterctl", "dev-cluster", "status"], capture_output=True, text=True, check=False
     )
-    if status.returncode != 0:
+    if status.returncode != 0 or "(gpu:8)" not in status.stdout:
         pytest.fail(
-            "the dev cluster is not up; run `clusterctl dev-cluster up --nodes 4` "
-            f"first:\n{status.stdout}{status.stderr}"
+            "the dev cluster is not up; run `clusterctl dev-cluster up "
+            f"{' '.join(DEV_CLUSTER_UP)}` first:\n{status.stdout}{status.stderr}"
         )
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from clusterctl.devcluster import cluster
-from tests.conftest import ROOT, run_cli
+from tests.conftest import DEV_CLUSTER_UP, ROOT, run_cli
 
 
 def test_checked_in_dev_dockerfile_matches_the_renderer() -> None:
@@ -30,6 +30,16 @@ def test_slurm_conf_gives_each_node_its_own_loopback_address() -> None:
         )
     assert "PartitionName=debug Nodes=node[1-3]" in conf
     assert "ProctrackType=proctrack/linuxproc" in conf and "TaskProlog=" in conf
+    assert "Gres" not in conf and cluster.gres_conf(3, 0).strip() == cluster.MARKER
+
+
+def test_gpus_per_node_become_slurm_gres_without_devices() -> None:
+    conf = cluster.slurm_conf(2, gpus_per_node=8)
+    assert "GresTypes=gpu\n" in conf
+    assert "NodeAddr=127.0.1.2 Port=17002 CPUs=2 RealMemory=4000 Gres=gpu:8 State=UNKNOWN" in conf
+    gres = cluster.gres_conf(2, 8)
+    assert f"NodeName=node[1-2] Name=gpu File={cluster.GPU_DIR}/gpu[0-7]" in gres
+    assert "AutoDetect=off" in gres
 
 
 @pytest.mark.cluster
@@ -40,14 +50,16 @@ def test_status_reports_the_running_cluster() -> None:
     assert st.docker_bridges == []  # host networking only
     assert {"node1", "node2", "node3", "node4"} <= set(st.nodes)
     out = subprocess.run(["clusterctl", "dev-cluster", "status"], capture_output=True, text=True)
-    assert out.returncode == 0 and "ok   node4: idle" in out.stdout
+    assert out.returncode == 0 and "ok   node4: idle (gpu:8)" in out.stdout, out.stdout
+    # SLURM itself offers the GPUs the test command brought up (DEV_CLUSTER_UP)
+    assert st.gres == {f"node{i}": "gpu:8" for i in range(1, 5)}
 
 
 @pytest.mark.cluster
 @pytest.mark.usefixtures("dev_cluster")
 def test_up_is_idempotent() -> None:
     out = subprocess.run(
-        ["clusterctl", "dev-cluster", "up", "--nodes", "4"],
+        ["clusterctl", "dev-cluster", "up", *DEV_CLUSTER_UP],
         capture_output=True,
         text=True,
         timeout=300,

@@ -14,12 +14,21 @@ from tests.conftest import ROOT
 from tests.test_verify import by_check, facts_of, gather_text, sections
 
 H800 = ROOT / "examples" / "openrlhf-70b-h800.yaml"
+VERL_MI300X = ROOT / "examples" / "verl-gsm8k-mi300x.yaml"
 
 
 def test_logical_gpus_reach_ray_and_the_self_test_but_not_slurm_or_docker() -> None:
-    spec = load_spec(H800, ["hardware.logical_gpus=8"]).spec
+    # the H800 example asks for gres itself: on a dev cluster whose SLURM has no GPUs, say none
+    spec = load_spec(H800, ["hardware.logical_gpus=8", "slurm.gpu_request=none"]).spec
     assert spec.slurm.gpus_per_node == 8 and spec.ray.num_gpus == 8
     assert not [d for d in sbatch_directives(spec) if "gpu" in d]
+    # a spec that says nothing asks SLURM for no GPU with logical GPUs; an explicit request
+    # stays (the GPU-shaped dev cluster, `dev-cluster up --gpus-per-node K`, offers them)
+    unsaid = load_spec(VERL_MI300X, ["hardware.logical_gpus=8"]).spec
+    assert unsaid.slurm.gpu_request == "none"
+    assert not [d for d in sbatch_directives(unsaid) if "gpu" in d]
+    kept = load_spec(H800, ["hardware.logical_gpus=8", "slurm.gres_type=null"]).spec
+    assert "--gres=gpu:8" in sbatch_directives(kept)
     args = docker_run_args(spec, {})
     assert "--gpus" not in args and "--device" not in args
     assert "--logical-gpus" in selftest_args(spec)

@@ -33,12 +33,21 @@ def dev_cluster() -> None:
     show_default=True,
     help="Build the CPU image clusterctl/dev:latest if it is missing.",
 )
-def up(nodes: int, install: bool, image: bool) -> None:
+@click.option(
+    "--gpus-per-node",
+    type=click.IntRange(0, 64),
+    default=0,
+    show_default=True,
+    help="Offer K GPUs per node as SLURM gres with no device behind them, so GPU presets' "
+    "jobs ask SLURM for GPUs for real; their specs declare the GPUs to Ray with "
+    "hardware.logical_gpus (README: the GPU-shaped dev cluster).",
+)
+def up(nodes: int, install: bool, image: bool, gpus_per_node: int) -> None:
     """Start munge, dockerd, slurmctld and N slurmd; build the image. Idempotent."""
     from clusterctl.devcluster import cluster
 
     with user_errors():
-        cluster.up(nodes, _say, install=install, image=image)
+        cluster.up(nodes, _say, install=install, image=image, gpus_per_node=gpus_per_node)
 
 
 @dev_cluster.command()
@@ -71,9 +80,10 @@ def status() -> None:
     for name, good in rows:
         click.echo(f"{'ok  ' if good else 'DOWN'} {name}")
     for node, state in sorted(st.nodes.items()):
+        gres = f" ({st.gres[node]})" if node in st.gres else ""
         click.echo(
             f"{'ok  ' if state.rstrip('*~#') in ('idle', 'mix', 'alloc') else 'DOWN'} "
-            f"{node}: {state}"
+            f"{node}: {state}{gres}"
         )
     click.echo(f"SLURM_CONF={cluster.SLURM_CONF}")
     healthy = all(good for _, good in rows) and bool(st.nodes)

@@ -14,11 +14,12 @@ import functools
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterctl.errors import UsageError
@@ -26,6 +27,8 @@ from clusterctl.errors import UsageError
 STATE_DIR = Path(os.environ.get("CLUSTERCTL_DEV_DIR", "/var/tmp/clusterctl-dev"))
 CACHE_DIR = Path(os.environ.get("CLUSTERCTL_CACHE_DIR", Path.home() / ".cache" / "clusterctl"))
 SLURM_CONF = STATE_DIR / "slurm.conf"
+GRES_CONF = STATE_DIR / "gres.conf"  # slurmd reads it beside slurm.conf
+GPU_DIR = STATE_DIR / "gpu"  # the logical GPUs' device files (gpu_devices)
 SYSTEM_SLURM_CONF = Path("/etc/slurm/slurm.conf")
 DEV_IMAGE = "clusterctl/dev:latest"
 DEV_VERL_IMAGE = "clusterctl/dev-verl:0.5.0"  # verl_image.py: verl's trainer on CPU
@@ -73,6 +76,7 @@ class Status:
     slurmctld: bool
     nodes: dict[str, str]
     image: bool
+    gres: dict[str, str] = field(default_factory=dict)  # node -> SLURM's gres, e.g. gpu:8
 
 
 def run(
@@ -234,14 +238,17 @@ exit 0
 """
 
 
-def slurm_conf(nodes: int) -> str:
-    """slurm.conf for N nodes on this host (the configuration checked in shared/notes)."""
+def slurm_conf(nodes: int, gpus_per_node: int = 0) -> str:
+    """slurm.conf for N nodes on this host (the configuration checked in shared/notes); with
+    GPUS_PER_NODE, each node offers that many GPUs as SLURM gres (see gres_conf)."""
     d = STATE_DIR
+    gres = f" Gres=gpu:{gpus_per_node}" if gpus_per_node else ""
     node_lines = "\n".join(
         f"NodeName=node{i} NodeHostname=localhost NodeAddr={node_addr(i)} "
-        f"Port={SLURMD_PORT_BASE + i - 1} CPUs=2 RealMemory=4000 State=UNKNOWN"
+        f"Port={SLURMD_PORT_BASE + i - 1} CPUs=2 RealMemory=4000{gres} State=UNKNOWN"
         for i in range(1, nodes + 1)
     )
+    gres_types = "GresTypes=gpu\n" if gpus_per_node else ""
     return f"""{MARKER}
 ClusterName=dev
 SlurmctldHost=localhost
@@ -265,9 +272,31 @@ ReturnToService=2
 MpiDefault=none
 KillWait=30
 TaskProlog={d}/task-prolog.sh
-{node_lines}
+{gres_types}{node_lines}
 PartitionName=debug Nodes=node[1-{nodes}] Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
 """
+
+
+def gres_conf(nodes: int, gpus_per_node: int) -> str:
+    """gres.conf (read beside slurm.conf): K GPUs per node, each a device file of the dev
+    cluster's own (gpu_devices), so SLURM schedules and accounts GPU requests
+    (--gpus-per-node, --gres=gpu:N) for real while no GPU exists; the jobs declare the GPUs to
+    Ray (hardware.logical_gpus). slurmd 22.05 counts a gpu gres by its File= devices: a bare
+    Count left the nodes INVAL ("gres/gpu count reported lower than configured (0 < 8)").
+    AutoDetect=off: no NVML/RSMI library is asked (https://slurm.schedmd.com/gres.conf.html)."""
+    if not gpus_per_node:
+        return f"{MARKER}\n"
+    files = f"{GPU_DIR}/gpu[0-{gpus_per_node - 1}]" if gpus_per_node > 1 else f"{GPU_DIR}/gpu0"
+    return f"{MARKER}\nAutoDetect=off\nNodeName=node[1-{nodes}] Name=gpu File={files}\n"
+
+
+def gpu_devices(gpus_per_node: int) -> None:
+    """GPU_DIR/gpu0..K-1: character devices with /dev/null's numbers (1:3), which SLURM
+    accepts as GPU files; reading or writing one is reading or writing /dev/null."""
+    shutil.rmtree(GPU_DIR, ignore_errors=True)
+    GPU_DIR.mkdir(parents=True)
+    for index in range(gpus_per_node):
+        os.mknod(GPU_DIR / f"gpu{index}", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
 
 
 def node_states() -> dict[str, str]:
@@ -282,6 +311,13 @@ def node_states() -> dict[str, str]:
         name, _, state = line.partition(" ")
         states[name] = state.strip()
     return states
+
+
+def node_gres() -> dict[str, str]:
+    """Each node's generic resources as SLURM reports them (sinfo %G), "(null)" left out."""
+    out = run(["sinfo", "-h", "-N", "-o", "%N|%G"], check=False, timeout=15, env=slurm_env())
+    rows = (line.partition("|") for line in out.stdout.splitlines() if out.returncode == 0)
+    return {name: gres for name, _, gres in rows if gres and gres != "(null)"}
 
 
 def _pids(pattern: str) -> list[int]:
@@ -323,19 +359,23 @@ def link_system_conf(say: Say) -> None:
     target.symlink_to(SLURM_CONF)
 
 
-def start_slurm(nodes: int, say: Say) -> None:
+def start_slurm(nodes: int, say: Say, gpus_per_node: int = 0) -> None:
     os.environ["SLURM_CONF"] = str(SLURM_CONF)
-    wanted = slurm_conf(nodes)
+    wanted = slurm_conf(nodes, gpus_per_node)
+    wanted_gres = gres_conf(nodes, gpus_per_node)
     current = SLURM_CONF.read_text() if SLURM_CONF.exists() else ""
-    if current != wanted:
+    current_gres = GRES_CONF.read_text() if GRES_CONF.exists() else ""
+    if (current, current_gres) != (wanted, wanted_gres):
         if current:
-            say("node count changed: restarting SLURM")
+            say("node count or GPUs changed: restarting SLURM")
             stop_slurm()
         for sub in ("state", "log", "spool", "node-engines"):
             (STATE_DIR / sub).mkdir(parents=True, exist_ok=True)
         prolog = STATE_DIR / "task-prolog.sh"
         prolog.write_text(TASK_PROLOG.format(engines=STATE_DIR / "node-engines"))
         prolog.chmod(0o755)
+        gpu_devices(gpus_per_node)
+        GRES_CONF.write_text(wanted_gres)
         SLURM_CONF.write_text(wanted)
     link_system_conf(say)
     fresh = not _pids(f"slurmctld -f {SLURM_CONF}")
@@ -609,7 +649,9 @@ def put_other_image(docker_host: str) -> str:
 # ---- the commands ---------------------------------------------------------------------------
 
 
-def up(nodes: int, say: Say, install: bool = True, image: bool = True) -> None:
+def up(
+    nodes: int, say: Say, install: bool = True, image: bool = True, gpus_per_node: int = 0
+) -> None:
     """Bring the cluster up, starting only what is not running yet."""
     require_root()
     if install:
@@ -629,10 +671,11 @@ def up(nodes: int, say: Say, install: bool = True, image: bool = True) -> None:
         routed.unlink()
     start_munge(say)
     start_docker(say)
-    start_slurm(nodes, say)
+    start_slurm(nodes, say, gpus_per_node)
     if image:
         build_image(say)
-    say(f"dev cluster up: {nodes} nodes, SLURM_CONF={SLURM_CONF}, image {DEV_IMAGE}")
+    gpus = f", {gpus_per_node} logical GPUs per node (SLURM gres)" if gpus_per_node else ""
+    say(f"dev cluster up: {nodes} nodes{gpus}, SLURM_CONF={SLURM_CONF}, image {DEV_IMAGE}")
 
 
 # What the dev cluster, its tests and the framework judges leave on disk; --purge removes it.
@@ -710,4 +753,5 @@ def status() -> Status:
         slurmctld=bool(_pids(f"slurmctld -f {SLURM_CONF}")),
         nodes=node_states() if SLURM_CONF.exists() else {},
         image=image_ok() if docker else False,
+        gres=node_gres() if SLURM_CONF.exists() else {},
     )

@@ -49,7 +49,7 @@ def sbatch_directives(spec: JobSpec) -> list[str]:
     s = spec.slurm
     out = [f"--job-name={s.job_name}", f"--nodes={s.nodes + s.spare_nodes}", "--ntasks-per-node=1"]
     gpus = s.gpus_per_node or 0
-    if gpus and not spec.hardware.logical_gpus:  # logical GPUs: SLURM has none to give
+    if gpus and s.gpu_request != "none":
         if s.gpu_request == "gres":
             kind = f"gpu:{s.gres_type}:" if s.gres_type else "gpu:"
             out.append(f"--gres={kind}{gpus}")

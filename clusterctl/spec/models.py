@@ -167,9 +167,12 @@ class SlurmSpec(Section):
     gpus_per_node: int | None = Field(
         None, ge=0, le=64, description="GPUs per node; default from hardware.preset"
     )
-    gpu_request: Literal["gpus-per-node", "gres"] = Field(
-        "gpus-per-node",
-        description="render the GPU request as --gpus-per-node=N or --gres=gpu:N (clusters differ)",
+    gpu_request: Literal["gpus-per-node", "gres", "none"] | None = Field(
+        None,
+        description="render the GPU request as --gpus-per-node=N or --gres=gpu:N (clusters "
+        "differ), or none: ask SLURM for no GPU; default gpus-per-node, none with "
+        "hardware.logical_gpus (a dev cluster whose SLURM offers GPUs, `dev-cluster up "
+        "--gpus-per-node K`, takes gpus-per-node or gres)",
     )
     gres_type: SlurmWord | None = Field(
         None, description="GPU type in the gres string: --gres=gpu:TYPE:N"
@@ -235,9 +238,10 @@ class HardwareSpec(Section):
         le=64,
         description="dev clusters without GPUs: declare this many GPUs to Ray on each node "
         "(Ray takes a declared count on faith) and run the preset's job with no device: SLURM "
-        "is asked for no GPU, no GPU device or docker --gpus reaches the containers, preflight "
-        "skips the GPU checks saying why, and the self-test runs its GPU branches up to the "
-        "first call that needs a device, reported as a named skip; with preset none, a CPU "
+        "is asked for no GPU unless slurm.gpu_request says how, no GPU device or docker --gpus "
+        "reaches the containers, preflight skips the GPU checks saying why, and the self-test "
+        "runs its GPU branches up to the first call that needs a device, reported as a named "
+        "skip; with preset none, a CPU "
         "job whose framework places its workers by Ray GPU resources (verl's resource pools)",
     )
 
@@ -673,6 +677,8 @@ class JobSpec(Section):
         logical = self.hardware.logical_gpus
         if self.slurm.gpus_per_node is None:
             self.slurm.gpus_per_node = logical or preset.gpus_per_node
+        if self.slurm.gpu_request is None:
+            self.slurm.gpu_request = "none" if logical else "gpus-per-node"
         if self.ray.num_gpus is None:
             self.ray.num_gpus = self.slurm.gpus_per_node
         if self.ray.num_cpus is None and self.slurm.cpus_per_task is not None:

@@ -1,12 +1,15 @@
-"""The GPU presets' jobs on the dev cluster, with hardware.logical_gpus: GPUs declared to Ray
-without devices. preflight, Ray with GPU resources, the framework's GPU placement groups and
-the self-test's GPU ranks (one per GPU, with the visibility Ray sets) run for real; the first
-call that needs a device is a named skip. The examples' own spec, only dev-cluster overrides."""
+"""The GPU presets' jobs on the GPU-shaped dev cluster (`dev-cluster up --gpus-per-node 8`:
+SLURM offers 8 GPUs per node as gres with no device), with hardware.logical_gpus: SLURM
+allocates the GPUs the job asks for, Ray is told of them without devices. preflight, Ray with
+GPU resources, the framework's GPU placement groups and the self-test's GPU ranks (one per
+GPU, with the visibility Ray sets) run for real; the first call that needs a device is a
+named skip. The examples' own spec, only dev-cluster overrides."""
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,11 +19,9 @@ from tests.e2e.test_jobs import containers_of, sbatch
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("dev_cluster")]
 
-# What turns a GPU example into a dev-cluster job, all of it visible here: 2 logical GPUs per
-# node, the dev image, loopback addresses, no fabric, no shared storage.
+# What turns a GPU example into a dev-cluster job, all of it visible here: the dev image,
+# loopback addresses, no fabric, no shared storage. Each test adds its logical GPU count.
 DEV_CLUSTER = [
-    "hardware.logical_gpus=2",
-    "slurm.gpus_per_node=2",
     "slurm.cpus_per_task=null",
     "slurm.mem=null",
     "slurm.partition=null",
@@ -28,7 +29,7 @@ DEV_CLUSTER = [
     "slurm.time=00:15:00",
     "slurm.continuations=0",
     "slurm.checkpoint_grace=0",
-    "ray.num_cpus=8",
+    "ray.num_cpus=32",
     "ray.join_deadline=120",
     "container.image=clusterctl/dev:latest",
     "container.pull=never",
@@ -58,21 +59,42 @@ def render_example(workdir: Path, example: str, *sets: str) -> Path:
     return workdir / "bundle" / "job.sbatch"
 
 
-def test_verl_example_runs_its_gpu_branches_on_logical_gpus(tmp_path: Path) -> None:
-    script = render_example(tmp_path, "verl-gsm8k-mi300x.yaml", "slurm.nodes=2")
+def gpus_slurm_allocated(job_id: str) -> str:
+    """The job's GPUs as SLURM allocated them (`scontrol show job -d`: JOB_GRES=gpu:16), or
+    "" when it holds none. (squeue's tres-alloc lists gres/gpu only with slurmdbd's TRES
+    accounting, which the dev cluster does not run.)"""
+    out = subprocess.run(
+        ["scontrol", "show", "job", "-d", job_id], capture_output=True, text=True, check=True
+    )
+    found = re.search(r"JOB_GRES=(\S+)", out.stdout)
+    return found.group(1) if found and found.group(1) != "(null)" else ""
+
+
+def test_verl_example_runs_its_gpu_branches_on_8_logical_gpus_slurm_allocated(
+    tmp_path: Path,
+) -> None:
+    # the MI300X example's own 8 GPUs per node, asked of SLURM as the example asks
+    script = render_example(
+        tmp_path,
+        "verl-gsm8k-mi300x.yaml",
+        "slurm.nodes=2",
+        "hardware.logical_gpus=8",
+        "slurm.gpu_request=gpus-per-node",
+    )
     header = [line for line in script.read_text().splitlines() if line.startswith("#SBATCH")]
-    assert header and not [line for line in header if "gpu" in line]
+    assert "#SBATCH --gpus-per-node=8" in header
     assert "CC_DEVICES=( )" in script.read_text()
     job, rc, _ = sbatch(tmp_path, script)
+    assert gpus_slurm_allocated(job.job_id) == "gpu:16"
     log = job.log
     # preflight: the GPU checks are skipped, saying why
     verdicts = json.loads((job.log_dir / "preflight" / "verify.json").read_text())
     gpus = [v for v in verdicts if v["check"] == "gpus"]
     assert gpus and all(v["status"] == "skip" and "logical_gpus" in v["reason"] for v in gpus)
-    # Ray offered 2 GPUs per node; verl's trainer pool (STRICT_PACK per node of
-    # {CPU: 3, GPU: 1} x 2) was placed
+    # Ray offered 8 GPUs per node; verl's trainer pool (STRICT_PACK per node of
+    # {CPU: 3, GPU: 1} x 8) was placed
     assert "ray: all 2 nodes joined" in log
-    assert "selftest: placement:" in log and "STRICT_PACK 2 x {CPU: 3, GPU: 1}" in log
+    assert "selftest: placement:" in log and "STRICT_PACK 8 x {CPU: 3, GPU: 1}" in log
     # one GPU rank per logical GPU, each reaching the first device call: a named skip
     assert "selftest: all-reduce skipped: no CUDA/HIP device in torch (Ray GPU ids" in log
     assert "hardware.logical_gpus" in log
@@ -94,13 +116,16 @@ def test_openrlhf_example_places_its_vllm_engines_on_logical_gpus(tmp_path: Path
         tmp_path,
         "openrlhf-70b-h800.yaml",
         "slurm.nodes=2",
-        "slurm.gpu_request=gpus-per-node",
+        "hardware.logical_gpus=2",
+        "slurm.gpus_per_node=2",  # 2 of the 8 each node offers, asked as the example asks
         "slurm.gres_type=null",
         *roles,
         "workload.args.vllm.num_engines=2",
         "workload.args.vllm.tensor_parallel_size=2",
     )
+    assert "#SBATCH --gres=gpu:2" in script.read_text()
     job, rc, _ = sbatch(tmp_path, script)
+    assert gpus_slurm_allocated(job.job_id) == "gpu:4"
     log = job.log
     assert "ray: all 2 nodes joined" in log
     assert re.search(r"selftest: placement: .*PACK 4 x \{CPU: 1, GPU: 1\}", log), log
@@ -111,14 +136,21 @@ def test_openrlhf_example_places_its_vllm_engines_on_logical_gpus(tmp_path: Path
 
 
 def test_verl_with_a_runtime_env_goes_through_ray_job_submit(tmp_path: Path) -> None:
+    # logical GPUs asked of SLURM not at all (gpu_request's default with logical_gpus): a
+    # cluster whose SLURM has no GPU gres
     script = render_example(
         tmp_path,
         "verl-gsm8k-mi300x.yaml",
         "slurm.nodes=2",
+        "hardware.logical_gpus=2",
+        "slurm.gpus_per_node=2",
         "selftest.enabled=false",
         "workload.runtime_env={env_vars: {CLUSTERCTL_E2E: submitted}}",
     )
+    header = [line for line in script.read_text().splitlines() if line.startswith("#SBATCH")]
+    assert header and not [line for line in header if "gpu" in line]
     job, rc, _ = sbatch(tmp_path, script)
+    assert gpus_slurm_allocated(job.job_id) == ""
     workload = (job.log_dir / "workload.log").read_text()
     # Ray's job CLI submitted it to the job's own head, and the driver ran there (and found no
     # verl in the dev image)
