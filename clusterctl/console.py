@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -62,3 +63,17 @@ def load_checked(
         ids = sorted({p.message.split("]", 1)[0].lstrip("[") for p in outcome.allowed})
         click.echo(f"note: allowed by lint.allow / --allow: {', '.join(ids)}", err=True)
     return loaded
+
+
+# Colour codes (SGR) are dropped; any other control character is shown escaped: a log line,
+# a node's tool output or a planted record can hold cursor moves, terminal title changes or
+# OSC 52 clipboard writes, which a terminal would obey.
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str, keep: str = "") -> str:
+    """TEXT as a terminal may show it; KEEP: control characters left as they are ("\\r")."""
+    return _CONTROL.sub(
+        lambda m: m.group() if m.group() in keep else f"\\x{ord(m.group()):02x}", _SGR.sub("", text)
+    )

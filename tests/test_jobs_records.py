@@ -229,6 +229,11 @@ HOSTILE_RECORDS = {
         b' "failed_node": "[/x]", "cause": "[bold]x[/] [rank3]"}]',
     ),
     "bytes that are no text": ("timeline.jsonl", b"\xff\xfe\x00\x01\n"),
+    "terminal control sequences": (
+        "timeline.json",
+        b'[{"t": 1, "phase": "setup"}, {"t": 2, "phase": "end", "status": 1,'
+        b' "failed_node": "n1", "cause": "\\u001b]0;pwned\\u0007 \\u001b[2J gone"}]',
+    ),
 }
 
 
@@ -254,6 +259,8 @@ def test_hostile_job_records_never_stop_status_ls_or_logs(tmp_path: Path, case: 
     shown = CliRunner().invoke(main, ["status", "77", *root])
     if case == "markup in a cause":  # shown as written, never read as rich markup
         assert "[bold]x[/] [rank3]" in shown.output
+    if case == "terminal control sequences":  # shown, never obeyed by the terminal
+        assert "\x1b" not in shown.output and "\\x1b]0;pwned\\x07" in shown.output
 
 
 @pytest.mark.parametrize("node", ["../../etc", "node1/../..", "-rf"])
@@ -294,3 +301,11 @@ def test_down_takes_only_node_names_from_a_runs_node_list(tmp_path: Path) -> Non
     assert _nodes_from_logs("77", tmp_path) == "node1,node2"
     (tmp_path / "job-77-run1").mkdir()  # a run without the file: skipped, no traceback
     assert _nodes_from_logs("77", tmp_path) == "node1,node2"
+
+
+def test_printable_drops_colours_and_shows_other_control_characters() -> None:
+    from clusterctl.console import printable
+
+    line = "\x1b[36m(TaskRunner)\x1b[0m step:1\x1b]52;c;c2VjcmV0\x07\r\x9b2J"
+    assert printable(line) == "(TaskRunner) step:1\\x1b]52;c;c2VjcmV0\\x07\\x0d\\x9b2J"
+    assert printable("50%\r100%\tdone", keep="\t\r") == "50%\r100%\tdone"

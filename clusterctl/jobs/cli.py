@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from clusterctl.console import user_errors
+from clusterctl.console import printable, user_errors
 from clusterctl.errors import UsageError
 from clusterctl.jobs.records import (
     PHASE_LOGS,
@@ -150,8 +150,8 @@ def _print_status(
     if isinstance(state, JobState):
         where = f" on {state.nodes}" if state.nodes else ""
         console.print(
-            f"job {job_id} ({escape(state.name)}): [bold]{escape(state.state)}[/]"
-            f"{escape(where)}, {escape(state.elapsed)}"
+            f"job {job_id} ({escape(printable(state.name))}): [bold]{escape(state.state)}[/]"
+            f"{escape(printable(where))}, {escape(state.elapsed)}"
         )
     else:
         console.print(f"job {job_id}: SLURM no longer knows it; from its logs:")
@@ -161,10 +161,11 @@ def _print_status(
     table = Table("phase", "started", "took", title=str(record.directory))
     for row in record.rows:
         took = "running" if row.seconds is None else f"{row.seconds:.1f}s"
-        table.add_row(Text(row.phase), f"+{row.started:.1f}s", took)
+        table.add_row(Text(printable(row.phase)), f"+{row.started:.1f}s", took)
     console.print(table)
     if record.progress:
-        console.print(f"progress: {record.progress[:110]}", markup=False, highlight=False)
+        progress = printable(record.progress[:110])
+        console.print(f"progress: {progress}", markup=False, highlight=False)
     if record.link or record.next:
         before = f"continuation {record.link}, after job {record.previous}" if record.link else ""
         after = f"continued as job {record.next}" if record.next else "the chain ends here"
@@ -176,12 +177,13 @@ def _print_status(
         return
     console.print(
         f"[bold red]failed[/] (status {record.status}): "
-        + escape(f"node {record.failed_node}: {record.cause}")
+        + escape(printable(f"node {record.failed_node}: {record.cause}"))
     )
     for later in record.consequences:
-        console.print(f"  then: {later}", markup=False)
+        console.print(f"  then: {printable(later)}", markup=False)
     if explanation:
-        console.print(f"doctor: {explanation['meaning']}; fix: {explanation['fix']}", markup=False)
+        said = printable(f"doctor: {explanation['meaning']}; fix: {explanation['fix']}")
+        console.print(said, markup=False)
     else:
         console.print("doctor: no known failure signature in the logs beyond the cause above")
 
@@ -273,7 +275,10 @@ def _copy_new(path: Path, offset: int, decoder: codecs.IncrementalDecoder) -> in
     with path.open("rb") as handle:
         handle.seek(offset)
         while chunk := handle.read(LOG_CHUNK):
-            sys.stdout.write(decoder.decode(chunk))
+            text = decoder.decode(chunk)
+            # to a terminal, a log's control sequences are shown, not obeyed (a pipe gets the
+            # bytes as written)
+            sys.stdout.write(printable(text, keep="\t\r") if sys.stdout.isatty() else text)
             offset += len(chunk)
     sys.stdout.flush()
     return offset
@@ -378,8 +383,8 @@ def list_jobs(logs_root: Path) -> None:
             outcome = state.state if state else "ended without a timeline end"
         else:
             outcome = "succeeded" if record.status == 0 else f"failed ({record.status})"
-        cause = f"{record.failed_node}: {record.cause}" if record.cause else ""
-        table.add_row(job_id, Text(name), run, Text(outcome), Text(cause[:80]))
+        cause = printable(f"{record.failed_node}: {record.cause}"[:80]) if record.cause else ""
+        table.add_row(job_id, Text(printable(name)), run, Text(outcome), Text(cause))
     Console(width=140).print(table)
 
 
