@@ -73,7 +73,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def printable(text: str, keep: str = "") -> str:
-    """TEXT as a terminal may show it; KEEP: control characters left as they are ("\\r")."""
+    """TEXT as a terminal may show it (tabs and newlines kept); KEEP: other control
+    characters left as they are ("\\r")."""
     return _CONTROL.sub(
         lambda m: m.group() if m.group() in keep else f"\\x{ord(m.group()):02x}", _SGR.sub("", text)
     )

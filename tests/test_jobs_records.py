@@ -308,4 +308,4 @@ def test_printable_drops_colours_and_shows_other_control_characters() -> None:
 
     line = "\x1b[36m(TaskRunner)\x1b[0m step:1\x1b]52;c;c2VjcmV0\x07\r\x9b2J"
     assert printable(line) == "(TaskRunner) step:1\\x1b]52;c;c2VjcmV0\\x07\\x0d\\x9b2J"
-    assert printable("50%\r100%\tdone", keep="\t\r") == "50%\r100%\tdone"
+    assert printable("50%\r100%\tdone", keep="\r") == "50%\r100%\tdone"

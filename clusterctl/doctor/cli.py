@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from clusterctl.console import user_errors
+from clusterctl.console import printable, user_errors
 from clusterctl.errors import UsageError
 
 EXIT_CLEAN, EXIT_FOUND = 0, 1
@@ -49,7 +49,7 @@ def doctor(logs: tuple[Path, ...], job_id: str | None, logs_root: Path, as_json:
             # nothing found is no verdict when a log that was asked for is not there
             raise UsageError(f"no such file: {', '.join(missing)}")
     for note in notes:
-        click.echo(f"doctor: {note}", err=True)
+        click.echo(printable(f"doctor: {note}"), err=True)
     if as_json:
         click.echo(json.dumps([h.as_dict() for h in hits], indent=2))
     elif not hits:
@@ -70,12 +70,13 @@ def doctor(logs: tuple[Path, ...], job_id: str | None, logs_root: Path, as_json:
             if any(said):
                 where += "\n" + " ".join(s for s in said if s)
             # the cells quote the logs: never read as rich markup
+            # (and never obeyed by the terminal: console.printable)
             table.add_row(
                 Text(str(d["id"])),
-                Text(where),
-                Text(f"{d['meaning']}\n{d['cause']}"),
-                Text(str(d["fix"])),
-                Text(str(d["prevention"])),
+                Text(printable(where)),
+                Text(printable(f"{d['meaning']}\n{d['cause']}")),
+                Text(printable(str(d["fix"]))),
+                Text(printable(str(d["prevention"]))),
             )
         Console(width=160).print(table)
     sys.exit(EXIT_FOUND if hits else EXIT_CLEAN)

@@ -278,7 +278,7 @@ def _copy_new(path: Path, offset: int, decoder: codecs.IncrementalDecoder) -> in
             text = decoder.decode(chunk)
             # to a terminal, a log's control sequences are shown, not obeyed (a pipe gets the
             # bytes as written)
-            sys.stdout.write(printable(text, keep="\t\r") if sys.stdout.isatty() else text)
+            sys.stdout.write(printable(text, keep="\r") if sys.stdout.isatty() else text)
             offset += len(chunk)
     sys.stdout.flush()
     return offset
