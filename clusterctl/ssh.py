@@ -13,6 +13,7 @@ Unknown host keys are refused unless the user opts in (--accept-new-host-keys).
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import selectors
@@ -41,6 +42,14 @@ class SshOptions:
     accept_new_host_keys: bool = False
     timeout: float = 15.0
     transport: Transport = "paramiko"
+
+
+def in_posix_sh(command: str) -> str:
+    """COMMAND as any login shell runs it in sh: sshd hands a command to the user's own shell
+    ($SHELL -c), which may be tcsh or fish. The command travels base64-encoded inside one
+    single-quoted word, the only syntax those shells and sh share; sh decodes and runs it."""
+    encoded = base64.b64encode(command.encode()).decode()
+    return f"sh -c 'eval \"$(printf %s {encoded} | base64 -d)\"'"
 
 
 class Remote(Protocol):
@@ -249,7 +258,7 @@ class ParamikoRemote:
         return client
 
     def run(self, command: str, stdin: bytes = b"", timeout: float = 120) -> tuple[int, str, str]:
-        channel_in, stdout, stderr = self.client.exec_command(command, timeout=timeout)
+        channel_in, stdout, stderr = self.client.exec_command(in_posix_sh(command), timeout=timeout)
         if stdin:
             channel_in.write(stdin)
         channel_in.channel.shutdown_write()
@@ -263,7 +272,7 @@ class ParamikoRemote:
         transport = self.client.get_transport()
         assert transport is not None
         channel = transport.open_session()
-        channel.exec_command(command)
+        channel.exec_command(in_posix_sh(command))
         while True:
             busy = False
             if channel.recv_ready():
@@ -383,7 +392,7 @@ class OpenSshRemote:
 
     def run(self, command: str, stdin: bytes = b"", timeout: float = 120) -> tuple[int, str, str]:
         proc = subprocess.run(
-            [*self.base, "--", self.alias, command],
+            [*self.base, "--", self.alias, in_posix_sh(command)],
             input=stdin,
             capture_output=True,
             timeout=timeout,
@@ -397,7 +406,7 @@ class OpenSshRemote:
 
     def stream(self, command: str, emit: Emit) -> int:
         with subprocess.Popen(
-            [*self.base, "--", self.alias, command],
+            [*self.base, "--", self.alias, in_posix_sh(command)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -4,6 +4,7 @@ a real sshd are in tests/e2e (test_verify_nodes, test_lifecycle)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -115,3 +116,36 @@ def test_a_remote_dir_that_cannot_be_made_refuses_never_falls_back_to_home(
     assert result.returncode == 3
     assert b"cannot create the remote_dir /proc/clusterctl-cannot-exist" in result.stderr
     assert not (tmp_path / "bundles").exists()
+
+
+LOGIN_SHELLS = ("bash", "dash", "tcsh", "fish")  # scripts/test.sh installs tcsh and fish
+
+SCRIPT = """set -e
+name='it'"'"'s'
+printf '%s|%s\\n' "$name" "${HOME:+home}"
+cat <<'EOF_'
+$not_expanded "quoted" `tick`
+EOF_
+read -r line && echo "stdin: $line"
+"""
+
+
+@pytest.mark.parametrize("shell", LOGIN_SHELLS)
+def test_a_remote_command_runs_in_sh_whatever_the_login_shell(shell: str) -> None:
+    """sshd runs a command as `$SHELL -c COMMAND` (issue 20: remote commands assumed a POSIX
+    login shell); in_posix_sh's word means the same to each."""
+    path = shutil.which(shell)
+    assert path, f"{shell} is not installed (scripts/test.sh installs it)"
+    expected = subprocess.run(
+        ["sh", "-c", SCRIPT], input=b"from stdin\n", capture_output=True, check=True
+    ).stdout
+    ran = subprocess.run(
+        [path, "-c", ssh.in_posix_sh(SCRIPT)],
+        input=b"from stdin\n", capture_output=True, env={"HOME": "/tmp", "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert (
+        ran.stdout
+        == expected
+        == (b'it\'s|home\n$not_expanded "quoted" `tick`\nstdin: from stdin\n')
+    )
