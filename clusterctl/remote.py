@@ -82,7 +82,7 @@ mkdir -p -m 700 bundles
 [ ! -L bundles ] && [ -O bundles ] || refuse "$root/bundles is not this user's own directory"
 [ -z "$(find bundles -maxdepth 0 -perm /022)" ] || refuse "$root/bundles is writable by other users"
 target=$(mktemp -d "$root/bundles/{name}-XXXXXXXX")
-tar -x -f - -C "$target"
+tar -x --no-same-permissions -f - -C "$target"  # the user's umask, root too
 echo "$root"
 echo "$target"
 command -v sbatch > /dev/null || exit 127

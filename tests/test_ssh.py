@@ -149,3 +149,26 @@ def test_a_remote_command_runs_in_sh_whatever_the_login_shell(shell: str) -> Non
         == expected
         == (b'it\'s|home\n$not_expanded "quoted" `tick`\nstdin: from stdin\n')
     )
+
+
+def test_the_uploaded_bundle_takes_the_users_umask_even_as_root(tmp_path: Path) -> None:
+    """issue 20 (low): tar run by root keeps the archive's modes unless told not to."""
+    from clusterctl.remote import REMOTE_SUBMIT, bundle_tar, shell_path
+    from clusterctl.render import render_bundle
+    from clusterctl.spec import load_spec
+
+    tools = tmp_path / "bin"  # what the script needs, and no sbatch: nothing is submitted
+    tools.mkdir()
+    for tool in ("sh", "mkdir", "find", "mktemp", "tar", "pwd"):
+        (tools / tool).symlink_to(shutil.which(tool) or tool)
+    bundle = render_bundle(load_spec(Path("examples/cpu-dev-cluster.yaml")).spec)
+    script = REMOTE_SUBMIT.replace("{where}", shell_path(str(tmp_path / "jobs")))
+    ran = subprocess.run(
+        ["sh", "-c", f"umask 077\n{script.replace('{name}', 'job')}"],
+        input=bundle_tar(bundle), capture_output=True,
+        env={"HOME": str(tmp_path), "PATH": str(tools)},
+    )  # fmt: skip
+    assert ran.returncode == 127, ran.stderr  # unpacked, then no sbatch here
+    (target,) = (tmp_path / "jobs" / "bundles").iterdir()
+    modes = {p.name: p.stat().st_mode & 0o777 for p in target.iterdir()}
+    assert modes["job.sbatch"] == 0o700 and modes["manifest.json"] == 0o600, modes
