@@ -13,6 +13,7 @@ import pytest
 from clusterctl import ssh
 from clusterctl.errors import UsageError
 from clusterctl.ssh import ParamikoRemote, SshOptions, resolve
+from tests.conftest import ROOT
 
 CONFIG = """\
 Host bastion
@@ -161,7 +162,7 @@ def test_the_uploaded_bundle_takes_the_users_umask_even_as_root(tmp_path: Path) 
     tools.mkdir()
     for tool in ("sh", "mkdir", "find", "mktemp", "tar", "pwd"):
         (tools / tool).symlink_to(shutil.which(tool) or tool)
-    bundle = render_bundle(load_spec(Path("examples/cpu-dev-cluster.yaml")).spec)
+    bundle = render_bundle(load_spec(ROOT / "examples" / "cpu-dev-cluster.yaml").spec)
     script = REMOTE_SUBMIT.replace("{where}", shell_path(str(tmp_path / "jobs")))
     ran = subprocess.run(
         ["sh", "-c", f"umask 077\n{script.replace('{name}', 'job')}"],
