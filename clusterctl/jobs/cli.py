@@ -5,7 +5,6 @@ from __future__ import annotations
 import codecs
 import functools
 import json
-import re
 import shlex
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from clusterctl.jobs.records import (
     run_directories,
     summarize,
 )
-from clusterctl.jobs.slurm import has_ended, job_state, queued, scancel
+from clusterctl.jobs.slurm import NODE_NAME, has_ended, job_state, queued, scancel
 from clusterctl.remote import remote_options
 
 CANCEL_DEADLINE = 120  # seconds for a cancelled job to leave RUNNING (its cleanup included)
@@ -240,7 +239,6 @@ def logs(job_id: str, logs_root: Path, follow: bool, node: str | None, phase: st
     _print_file(path, job_id, follow)
 
 
-NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 LOG_CHUNK = 1 << 20  # a log is copied a MiB at a time, never read whole into memory
 SLURM_EVERY = 5.0  # seconds between asks of SLURM whether a followed job has ended
 

@@ -3,11 +3,16 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 
 from clusterctl.errors import UsageError
+
+# A SLURM node name as clusterctl accepts one from a file or a flag: never a node list
+# expression (node[1-512]) or an option (-x)
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 @dataclass(frozen=True)

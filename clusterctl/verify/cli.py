@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import click
 
 from clusterctl.console import user_errors
 from clusterctl.errors import UsageError
+from clusterctl.jobs.slurm import NODE_NAME
 from clusterctl.ssh import SshOptions, Transport
 from clusterctl.verify.judges import (
     NodeFacts,
@@ -161,9 +161,6 @@ def parse_gathered(gathered: list[Gathered]) -> tuple[list[NodeFacts], dict[str,
         if not parsed:
             unreachable[g.node or g.target] = g.error or "no output"
     return facts, unreachable
-
-
-NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 def drain_commands(results: list[Result]) -> list[list[str]]:
