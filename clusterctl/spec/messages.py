@@ -70,6 +70,22 @@ _KIND = {
 }
 
 
+# error type -> (the context key holding the bound, its words)
+_BOUNDS = {
+    "greater_than_equal": ("ge", "at least"),
+    "greater_than": ("gt", "more than"),
+    "less_than_equal": ("le", "at most"),
+    "less_than": ("lt", "less than"),
+}
+# error type -> (the context key holding the length, its words, what is counted)
+_LENGTHS = {
+    "string_too_short": ("min_length", "at least", "characters"),
+    "string_too_long": ("max_length", "at most", "characters"),
+    "too_short": ("min_length", "at least", "entries"),
+    "too_long": ("max_length", "at most", "entries"),
+}
+
+
 def _choices(expected: str) -> str:
     """pydantic's "'a', 'b' or 'c'" as "a, b, c"."""
     found = re.findall(r"'((?:[^'\\]|\\.)*)'", expected)
@@ -90,22 +106,11 @@ def in_our_words(err: Mapping[str, Any]) -> str:
     if kind in ("union_tag_invalid", "union_tag_not_found"):
         tag = ctx.get("discriminator", "the kind").strip("'")
         return f"{tag} must be one of: {_choices(str(ctx.get('expected_tags', '')))}"
-    bounds = {
-        "greater_than_equal": ("ge", "at least"),
-        "greater_than": ("gt", "more than"),
-        "less_than_equal": ("le", "at most"),
-        "less_than": ("lt", "less than"),
-    }
-    if kind in bounds:
-        key, words = bounds[kind]
+    if kind in _BOUNDS:
+        key, words = _BOUNDS[kind]
         return f"must be {words} {ctx.get(key)}"
-    if kind in ("string_too_short", "string_too_long"):
-        words = "at least" if kind.endswith("short") else "at most"
-        count = ctx.get("min_length" if kind.endswith("short") else "max_length")
-        return f"must have {words} {count} characters"
-    if kind in ("too_short", "too_long"):
-        words = "at least" if kind.endswith("short") else "at most"
-        count = ctx.get("min_length" if kind.endswith("short") else "max_length")
-        return f"must have {words} {count} entries"
+    if kind in _LENGTHS:
+        key, words, unit = _LENGTHS[kind]
+        return f"must have {words} {ctx.get(key)} {unit}"
     # value_error / assertion_error: the project's own validators wrote the message
     return str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
