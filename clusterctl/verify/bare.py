@@ -48,22 +48,22 @@ def bare_spec() -> JobSpec:
     return load_spec_text(BARE_SPEC, "<verify without a spec>").spec
 
 
-def node_vendor(facts: NodeFacts) -> str:
-    """amd or nvidia when that vendor's tool answered on the node (even unreadably), else none."""
+def node_gpus(facts: NodeFacts) -> tuple[str, GpuInventory | Unreadable | None]:
+    """The node's vendor (amd or nvidia when that vendor's tool answered, even unreadably;
+    else none) with what its tool said."""
     for vendor, inventory in (("amd", amd_inventory), ("nvidia", nvidia_inventory)):
         inv = inventory(facts)
         if isinstance(inv, Unreadable) or (isinstance(inv, GpuInventory) and inv.count):
-            return vendor
-    return "none"
+            return vendor, inv
+    return "none", None
 
 
 def expect_from_nodes(nodes: list[NodeFacts], live_jobs: frozenset[str] | None) -> Expect:
     """What every node must have, from what most of them have."""
-    vendors = Counter(node_vendor(f) for f in nodes)
+    gpus = [node_gpus(f) for f in nodes]
+    vendors = Counter(vendor for vendor, _ in gpus)
     vendor = vendors.most_common(1)[0][0] if nodes else "none"
-    inventory = amd_inventory if vendor == "amd" else nvidia_inventory
-    found = [inventory(f) for f in nodes] if vendor != "none" else []
-    counts = [inv.count for inv in found if isinstance(inv, GpuInventory)]
+    counts = [inv.count for v, inv in gpus if v == vendor and isinstance(inv, GpuInventory)]
     layers = Counter(
         "ib" if ports[0].link_layer == "InfiniBand" else "roce"
         for f in nodes
