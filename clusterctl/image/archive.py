@@ -86,7 +86,8 @@ def check_tarball(path: Path, image: str | None, want: str | None) -> None:
             "and its ID file do not belong together"
         )
     if image:
-        tagged = [i for i, tags in images.items() if _familiar(image) in tags]
+        wanted_tag = _familiar(image)
+        tagged = [i for i, tags in images.items() if wanted_tag in tags]
         if not tagged:
             raise UsageError(f"{path} does not tag {image} (it holds {held or 'no image'})")
         if want and tagged != [want]:

@@ -77,8 +77,7 @@ def _version(spec: JobSpec, field: str) -> tuple[str | None, FieldPath]:
     declared = getattr(spec.versions, field)
     if declared:
         return declared, ("versions", field)
-    stated = _stated(spec).get(field)
-    return (stated[0], stated[1]) if stated else (None, ("container", "image"))
+    return _stated(spec).get(field) or (None, ("container", "image"))
 
 
 def _ray(spec: JobSpec) -> Version:
