@@ -353,3 +353,17 @@ def test_cli_import_refuses_an_unreadable_script_in_one_line(tmp_path: Path) -> 
     assert result.exit_code == 2
     assert result.output.count("\n") == 1 and "line 15" in result.output
     assert not (tmp_path / "x.yaml").exists()
+
+
+def test_gloo_socket_ifname_becomes_the_network_setting_that_writes_it() -> None:
+    """A spec may not set GLOO_SOCKET_IFNAME itself (network.socket_ifname writes it), so an
+    imported script's becomes network.socket_ifname and the spec validates."""
+    imported = import_script(
+        "export GLOO_SOCKET_IFNAME=eth0\npython3 -m verl.trainer.main_ppo trainer.nnodes=2\n",
+        preset="h100",
+        image="verl:x",
+    )
+    assert imported.spec["network"] == {"socket_ifname": "eth0"}
+    assert load_spec_text(to_yaml(imported, "run.sh"), "run.sh").spec.network.socket_ifname == (
+        "eth0"
+    )

@@ -518,7 +518,8 @@ def _environment(script: Script, call: TrainerCall, out: Imported) -> None:
         elif _secret(name, value):
             _pass_through(out, name, line)
             out.skip(line, f"{name}: passed through from the submitting environment, never written")
-        elif name == "NCCL_SOCKET_IFNAME":
+        elif name in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
+            # network.socket_ifname writes both (a spec that sets either itself is refused)
             out.put(("network", "socket_ifname"), value, line)
         elif name == "NCCL_IB_HCA":
             out.put(("network", "hcas"), [h for h in value.split(",") if h], line)
