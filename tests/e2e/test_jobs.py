@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -21,6 +23,7 @@ import pytest
 from clusterctl.devcluster import cluster
 from clusterctl.jobs.slurm import job_state
 from tests.conftest import ROOT, run_cli
+from tests.e2e.conftest import docker_socket_group, run_text, system_user
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("dev_cluster")]
 CPU_EXAMPLE = ROOT / "examples" / "cpu-dev-cluster.yaml"
@@ -598,34 +601,81 @@ def test_time_limit_cleans_up_before_slurm_kills(tmp_path: Path) -> None:
     assert containers_of(job) == []
 
 
-def test_stale_container_of_an_earlier_job_is_swept(tmp_path: Path) -> None:
-    """Our own ended job's container is swept; another user's is left alone (SLURM's
-    PrivateData=jobs may hide that user's running job from us: issue 20 item 15)."""
-    stale, foreign = "cc-99999-node2", "cc-99998-node3"
-    for name, job, node, uid in (
-        (stale, 99999, "node2", os.getuid()),
-        (foreign, 99998, "node3", 4242),
-    ):
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
-        subprocess.run(
-            ["docker", "run", "-d", "--name", name, "--label", f"clusterctl.job={job}",
-             "--label", f"clusterctl.node={node}", "--label", f"clusterctl.uid={uid}",
-             "--network", "host", cluster.DEV_IMAGE, "sleep", "infinity"],
-            check=True, capture_output=True,
-        )  # fmt: skip
+@pytest.fixture
+def private_data_jobs() -> Iterator[None]:
+    """SLURM hides other users' jobs from each user (PrivateData=jobs), as many sites do."""
+    cluster.set_private_data("jobs")
     try:
-        job, rc, _ = sbatch(tmp_path, render(tmp_path))
-        assert rc == 0, job.log
-        assert "[node2] removed 1 container(s) of job 99999" in job.log
-        assert "of job 99998" not in job.log  # never swept
-        remaining = subprocess.run(
-            ["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True
-        ).stdout.split()
-        assert stale not in remaining and foreign in remaining
-        verdicts = (job.log_dir / "preflight" / "verify.json").read_text()
-        assert "cc-99998-node3 (uid 4242, job 99998)" in verdicts
+        yield
     finally:
-        subprocess.run(["docker", "rm", "-f", foreign], capture_output=True)
+        cluster.set_private_data(None)
+
+
+def squeue_ids(*runuser: str) -> set[str]:
+    """Every job id squeue shows (%A: an array task's own id), as root or as RUNUSER."""
+    cmd = [*runuser, "squeue", "-h", "-o", "%A"]
+    return set(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.split())
+
+
+def as_user(name: str) -> list[str]:
+    return ["runuser", "-u", name, "--"]
+
+
+def label_container(name: str, job: str, node: str, uid: int) -> None:
+    """A container labelled as a clusterctl job's (a job's own containers carry these)."""
+    subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+    subprocess.run(
+        ["docker", "run", "-d", "--name", name, "--label", f"clusterctl.job={job}",
+         "--label", f"clusterctl.node={node}", "--label", f"clusterctl.uid={uid}",
+         "--network", "host", cluster.DEV_IMAGE, "sleep", "infinity"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+
+
+def test_under_private_data_another_users_live_job_is_never_a_leftover(
+    private_data_jobs: None,
+) -> None:
+    """Issue 20 item 15, issue 22 item 5, for real: two users, PrivateData=jobs, an array job.
+    bob's job sweeps his own ended job's container; alice's container (her job runs, but bob
+    cannot see it) and his own running array task's (its label holds the task's own id,
+    squeue's %A; %i would print BASE_N) are left alone, and his job runs."""
+    alice, bob = system_user("cc-alice"), system_user("cc-bob", docker_socket_group())
+    submit = ["sbatch", "--parsable", "--chdir=/tmp", "--output=/dev/null", "--nodelist=node4"]
+    alices = run_text([*as_user("cc-alice"), *submit, "--wrap=sleep 300"])
+    array = run_text([*as_user("cc-bob"), *submit, "--array=1-2", "--wrap=sleep 300"])
+    workdir = Path(tempfile.mkdtemp(prefix="cc-bob-", dir="/tmp"))
+    names = ["cc-99999-node2", f"cc-{alices}-node3", "cc-array-node3"]
+    try:
+        cluster.wait_until(
+            lambda: len(squeue_ids(*as_user("cc-bob"))) == 2, 60, "bob's array tasks running"
+        )
+        seen_by_bob = squeue_ids(*as_user("cc-bob"))
+        assert alices in squeue_ids() and alices not in seen_by_bob  # PrivateData at work
+        (task,) = seen_by_bob - {array}  # the task whose own id is not the array's
+        label_container(names[0], "99999", "node2", bob)  # bob's job that ended
+        label_container(names[1], alices, "node3", alice)
+        label_container(names[2], task, "node3", bob)
+        script = render(workdir)
+        subprocess.run(["chown", "-R", "cc-bob", str(workdir)], check=True)
+        held = run_text([*as_user("cc-bob"), "sbatch", "--parsable", str(script)], cwd=workdir)
+        job = Job(held.split(";")[0], workdir)
+        assert finish(job) == 0, job.log
+        assert "[node2] removed 1 container(s) of job 99999" in job.log
+        assert f"of job {alices}" not in job.log and f"of job {task}" not in job.log
+        remaining = run_text(["docker", "ps", "-a", "--format", "{{.Names}}"]).split()
+        assert names[0] not in remaining and names[1] in remaining and names[2] in remaining
+        verdicts = json.loads((job.log_dir / "preflight" / "verify.json").read_text())
+        leftovers = [r for r in verdicts if r["check"] == "leftovers"]
+        assert not [r for r in leftovers if r["status"] == "fail"], leftovers
+        assert any(
+            f"{names[1]} (uid {alice}, job {alices})" in r["reason"] and r["status"] == "warn"
+            for r in leftovers
+        ), leftovers
+        assert not [r for r in leftovers if names[2] in r["reason"]], leftovers
+    finally:
+        subprocess.run(["docker", "rm", "-f", *names], capture_output=True)
+        subprocess.run(["scancel", alices, array], capture_output=True)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def test_container_that_dies_mid_job_fails_it_at_once_naming_the_node(tmp_path: Path) -> None:
