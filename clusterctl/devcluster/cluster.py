@@ -347,14 +347,12 @@ def start_slurmd(node: str) -> None:
         run(["slurmd", "-f", str(SLURM_CONF), "-N", node], timeout=30, env=slurm_env())
 
 
-def set_private_data(value: str | None) -> None:
-    """Set slurm.conf's PrivateData (None: unset) and have slurmctld reread it, as a site
-    that hides other users' jobs from them runs (`PrivateData=jobs` is common). A later
+def set_slurm_option(name: str, value: str | None) -> None:
+    """Set one slurm.conf option (None: back to SLURM's default) and have slurmctld reread
+    it, to play a site's setting (PrivateData=jobs, a short SlurmdTimeout). A later
     `dev-cluster up` restarts SLURM with its own configuration if one was left set."""
-    kept = [
-        line for line in SLURM_CONF.read_text().splitlines() if not line.startswith("PrivateData=")
-    ]
-    SLURM_CONF.write_text("\n".join([*kept, *([f"PrivateData={value}"] if value else [])]) + "\n")
+    kept = [line for line in SLURM_CONF.read_text().splitlines() if not line.startswith(f"{name}=")]
+    SLURM_CONF.write_text("\n".join([*kept, *([f"{name}={value}"] if value else [])]) + "\n")
     run(["scontrol", "reconfigure"], timeout=30, env=slurm_env())
 
 
