@@ -137,8 +137,9 @@ def validate(
         if resolve_packages:
             _resolve_packages(loaded)
         from clusterctl.lint.frameworks import fidelity_notes
+        from clusterctl.lint.memory import memory_note
 
-        for note in fidelity_notes(loaded.spec):
+        for note in [*fidelity_notes(loaded.spec), memory_note(loaded.spec)]:
             click.echo(f"note: {note}", err=True)
     s = loaded.spec
     click.echo(
@@ -303,6 +304,7 @@ def _register_optional_commands() -> None:
     from clusterctl.importer.cli import import_command
     from clusterctl.jobs.cli import cancel, down, list_jobs, logs, status, wait
     from clusterctl.lint.cli import rules
+    from clusterctl.memory.cli import plan_command
     from clusterctl.verify.cli import verify
 
     main.add_command(rules)
@@ -312,6 +314,7 @@ def _register_optional_commands() -> None:
     main.add_command(doctor)
     main.add_command(dev_cluster)
     main.add_command(import_command)
+    main.add_command(plan_command)
     for command in (status, logs, wait, cancel, down, list_jobs):
         main.add_command(command)
 

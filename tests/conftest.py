@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,29 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             out = Path(tempfile.mkdtemp(prefix="clusterctl-resolve-")) / "resolved.json"
             module.start_in_background(out)
             return
+
+
+@pytest.fixture(scope="module")
+def verl_python(monkeypatch_module: pytest.MonkeyPatch) -> str:
+    """A Python with verl 0.9.1 and its dependencies (scripts/framework-judges.sh: the first
+    of the Pythons it names)."""
+    pythons = (
+        os.environ.get("CLUSTERCTL_VERL_PYTHON")
+        or subprocess.run(
+            ["bash", str(ROOT / "scripts" / "framework-judges.sh")],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=1800,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
+    monkeypatch_module.setenv("CLUSTERCTL_VERL_PYTHON", pythons)
+    return pythons.split(os.pathsep)[0]
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch

@@ -8,10 +8,8 @@ directory per release, so two OpenRLHF generations can be checked side by side.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -227,32 +225,6 @@ ACTOR_MBS = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"
 ROLLOUT_MBS = "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"
 REF_MBS = "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"
 CRITIC_MBS = "critic.ppo_micro_batch_size_per_gpu"
-
-
-@pytest.fixture(scope="module")
-def verl_python(monkeypatch_module: pytest.MonkeyPatch) -> str:
-    """A Python with verl 0.9.1 and its dependencies (scripts/framework-judges.sh: the first
-    of the Pythons it names)."""
-    pythons = (
-        os.environ.get("CLUSTERCTL_VERL_PYTHON")
-        or subprocess.run(
-            ["bash", str(ROOT / "scripts" / "framework-judges.sh")],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=1800,
-        )
-        .stdout.strip()
-        .splitlines()[-1]
-    )
-    monkeypatch_module.setenv("CLUSTERCTL_VERL_PYTHON", pythons)
-    return pythons.split(os.pathsep)[0]
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
-    with pytest.MonkeyPatch.context() as patch:
-        yield patch
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,9 @@ def rules(as_json: bool) -> None:
     """List the lint rules that validate and render run."""
     from clusterctl.lint.engine import RULES
     from clusterctl.lint.frameworks import FIDELITY_RULES
+    from clusterctl.lint.memory import GPU_MEMORY
 
-    every = [*RULES.values(), *FIDELITY_RULES]
+    every = [*RULES.values(), *FIDELITY_RULES, GPU_MEMORY]
     if as_json:
         click.echo(
             json.dumps(

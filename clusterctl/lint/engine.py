@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from clusterctl.errors import Problem, SpecError
 from clusterctl.lint import rules as _rules  # noqa: F401  (registers the rules)
+from clusterctl.lint.memory import GPU_MEMORY
 from clusterctl.lint.registry import RULES, Finding, Rule, run_rules
 from clusterctl.spec.loader import LoadedSpec
 
@@ -16,8 +17,9 @@ __all__ = ["RULES", "Finding", "Rule", "lint", "lint_or_raise"]
 def lint(loaded: LoadedSpec) -> list[Finding]:
     """Every finding for the spec, framework fidelity checks included."""
     from clusterctl.lint.frameworks import fidelity_findings
+    from clusterctl.lint.memory import memory_findings
 
-    return [*run_rules(loaded.spec), *fidelity_findings(loaded.spec)]
+    return [*run_rules(loaded.spec), *fidelity_findings(loaded.spec), *memory_findings(loaded.spec)]
 
 
 def _problem(loaded: LoadedSpec, finding: Finding) -> Problem:
@@ -37,7 +39,7 @@ class LintOutcome:
 def lint_or_raise(loaded: LoadedSpec, allowed: Iterable[str] = ()) -> LintOutcome:
     """Raise SpecError for every error-level finding not allowed."""
     allow = set(loaded.spec.lint.allow) | set(allowed)
-    unknown = sorted(allow - set(RULES))
+    unknown = sorted(allow - set(RULES) - {GPU_MEMORY.id})
     if unknown:
         raise SpecError(
             [
@@ -50,7 +52,7 @@ def lint_or_raise(loaded: LoadedSpec, allowed: Iterable[str] = ()) -> LintOutcom
         problem = _problem(loaded, finding)
         if finding.rule.allowable and finding.rule.id in allow:
             passed.append(problem)
-        elif finding.rule.severity == "error":
+        elif finding.level == "error":
             errors.append(problem)
         else:
             warnings.append(problem)

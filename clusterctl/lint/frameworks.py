@@ -20,6 +20,7 @@ import sys
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from clusterctl.lint.registry import Finding, Rule
 from clusterctl.spec.images import image_versions
@@ -139,7 +140,7 @@ def _did_you_mean(name: str, options: set[str] | frozenset[str]) -> str:
 
 def _run_judge(
     python: str, script: str, args: tuple[str, ...], env: dict[str, str] | None = None
-) -> dict[str, str]:
+) -> dict[str, Any]:
     """Run one of the judge scripts beside this module; its last stdout line is JSON."""
     judge = Path(__file__).with_name(script)
     try:
@@ -169,7 +170,7 @@ def openrlhf_verdict(site: Path, wl: OpenRLHFWorkload) -> dict[str, str]:
     return run_openrlhf_startup(str(site), wl.entrypoint, tuple(openrlhf_args(wl)))
 
 
-def verl_verdict(python: str, spec: JobSpec, wl: VerlWorkload, config: str) -> dict[str, str]:
+def verl_verdict(python: str, spec: JobSpec, wl: VerlWorkload, config: str) -> dict[str, Any]:
     """verl's verdict on exactly the overrides the job passes (cached per overrides)."""
     return run_verl_startup(python, wl.entrypoint, config, *verl_judge_inputs(spec, wl))
 
@@ -177,8 +178,9 @@ def verl_verdict(python: str, spec: JobSpec, wl: VerlWorkload, config: str) -> d
 @cache
 def run_verl_startup(
     python: str, entrypoint: str, config: str, overrides: tuple[str, ...], hf_home: str | None
-) -> dict[str, str]:
-    """verl's own validate_config on the composed config (see verl_startup.py)."""
+) -> dict[str, Any]:
+    """verl's own validate_config on the composed config, and the memory plan's facts (see
+    verl_startup.py)."""
     env = {"HF_HOME": hf_home} if hf_home else None
     return _run_judge(python, "verl_startup.py", (entrypoint, config, "--", *overrides), env)
 

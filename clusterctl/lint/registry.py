@@ -31,6 +31,11 @@ class Finding:
     rule: Rule
     path: FieldPath
     message: str
+    severity: Severity | None = None  # where one rule errs or warns by degree (gpu-memory)
+
+    @property
+    def level(self) -> Severity:
+        return self.severity or self.rule.severity
 
 
 RULES: dict[str, Rule] = {}

@@ -15,7 +15,8 @@ could not run.
 
     python3 verl_startup.py ENTRYPOINT CONFIG_NAME -- OVERRIDE...
 
-Prints one JSON object: {"status": "ok" | "rejected" | "cannot-run", "message": "..."}.
+Prints one JSON object: {"status": "ok" | "rejected" | "cannot-run", "message": "...",
+"memory": the facts of verl_memory.py for clusterctl's GPU memory plan}.
 """
 
 from __future__ import annotations
@@ -30,18 +31,24 @@ for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ[_name] = "1"
 
 
-def judge(config_name: str, overrides: list[str]) -> dict[str, str]:
+def compose_config(config_name: str, overrides: list[str]) -> object:
+    """The config main_ppo would run: verl's own config directory, composed by Hydra."""
     from pathlib import Path
 
     import verl
     from hydra import compose, initialize_config_dir
+
+    config_dir = Path(verl.__file__).parent / "trainer" / "config"
+    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+        return compose(config_name=config_name, overrides=overrides)
+
+
+def judge(config_name: str, overrides: list[str]) -> dict[str, str]:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    config_dir = Path(verl.__file__).parent / "trainer" / "config"
     try:
-        with initialize_config_dir(config_dir=str(config_dir), version_base=None):
-            config = compose(config_name=config_name, overrides=overrides)
+        config = compose_config(config_name, overrides)
     except (HydraException, OmegaConfBaseException) as exc:
         return {"status": "rejected", "message": f"Hydra: {exc}".splitlines()[0]}
     out = io.StringIO()
@@ -108,7 +115,19 @@ def _offline(exc: OSError) -> dict[str, str]:
     }
 
 
+def memory_facts(config_name: str, overrides: list[str]) -> dict[str, object]:
+    """The memory plan's facts from the same process (verl is imported once for both)."""
+    try:
+        from verl_memory import facts  # type: ignore[import-not-found]  # lint/, beside it
+
+        return dict(facts({"config": config_name, "overrides": overrides, "hf_home": None}))
+    except Exception as exc:  # the plan says it could not run; the verdict stands
+        return {"status": "cannot-run", "message": _one_line(exc)}
+
+
 if __name__ == "__main__":
     _entry, name, separator, *rest = sys.argv[1:]
     assert separator == "--"
-    print(json.dumps(judge(name, rest)))
+    verdict: dict[str, object] = {**judge(name, rest)}
+    verdict["memory"] = memory_facts(name, rest)
+    print(json.dumps(verdict))

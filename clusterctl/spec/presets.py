@@ -78,6 +78,32 @@ H100_FLOORS = (
 
 
 @dataclass(frozen=True)
+class GpuMemory:
+    """One GPU's memory as PyTorch sees it, and where that figure was printed."""
+
+    gib: float
+    source: str
+
+
+H100_MEMORY = GpuMemory(
+    79.11,
+    "'GPU 0 has a total capacity of 79.11 GiB' (H800 80GB, torch OOM message): "
+    "https://github.com/verl-project/verl/issues/2828; another 80 GB Hopper part printed "
+    "79.10 GiB: https://github.com/rllm-org/rllm/issues/93",
+)
+A100_MEMORY = GpuMemory(
+    79.15,
+    "'79.15 GiB total capacity' (A100-80GB, torch OOM message): "
+    "https://github.com/huggingface/accelerate/issues/1864; the 40GB A100 needs its own",
+)
+MI300X_MEMORY = GpuMemory(
+    191.45,
+    "'GPU 4 has a total capacity of 191.45 GiB' (MI300X, torch HIP OOM message): "
+    "https://github.com/verl-project/verl/issues/2848",
+)
+
+
+@dataclass(frozen=True)
 class Preset:
     """Facts about one kind of GPU node."""
 
@@ -95,6 +121,9 @@ class Preset:
     visibility_vars: tuple[str, ...] = ()
     min_rocm: Version | None = None
     busbw_floors: tuple[BusbwFloor, ...] = ()
+    # Memory of one GPU as PyTorch reports it ("total capacity" in its out-of-memory message),
+    # with the report it comes from; None where no such report was found.
+    gpu_memory: GpuMemory | None = None
 
     def ray_noset_var(self, ray_version: Version | None) -> str | None:
         """The RAY_EXPERIMENTAL_NOSET_* variable that keeps Ray from rewriting GPU visibility."""
@@ -135,6 +164,7 @@ PRESETS: dict[str, Preset] = {
         gpus_per_node=8,
         min_rocm=Version("6.2"),
         busbw_floors=MI300X_FLOORS,
+        gpu_memory=MI300X_MEMORY,
         **_AMD,  # type: ignore[arg-type]
     ),
     "mi250x": Preset(name="mi250x", gpus_per_node=8, **_AMD),  # type: ignore[arg-type]
@@ -142,16 +172,17 @@ PRESETS: dict[str, Preset] = {
         name="h100",
         gpus_per_node=8,
         busbw_floors=H100_FLOORS,
+        gpu_memory=H100_MEMORY,
         **_NVIDIA,  # type: ignore[arg-type]
     ),
-    "h800": Preset(name="h800", gpus_per_node=8, **_NVIDIA),  # type: ignore[arg-type]
+    "h800": Preset(name="h800", gpus_per_node=8, gpu_memory=H100_MEMORY, **_NVIDIA),  # type: ignore[arg-type]
     # 8 GPUs a node: NVIDIA HGX H200 and HGX H20 (Hopper, the same container runtime, NCCL and
     # visibility settings as H100), DGX B200 (Blackwell; x86_64 hosts). GB200 NVL72 is not a
     # preset: 4 GPUs a compute tray on Grace (aarch64) hosts, which needs arm64 images.
     "h200": Preset(name="h200", gpus_per_node=8, **_NVIDIA),  # type: ignore[arg-type]
     "h20": Preset(name="h20", gpus_per_node=8, **_NVIDIA),  # type: ignore[arg-type]
     "b200": Preset(name="b200", gpus_per_node=8, **_NVIDIA),  # type: ignore[arg-type]
-    "a100": Preset(name="a100", gpus_per_node=8, **_NVIDIA),  # type: ignore[arg-type]
+    "a100": Preset(name="a100", gpus_per_node=8, gpu_memory=A100_MEMORY, **_NVIDIA),  # type: ignore[arg-type]
     "none": Preset(name="none", vendor="none", gpus_per_node=0),
 }
 

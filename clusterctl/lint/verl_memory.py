@@ -1,0 +1,129 @@
+"""Facts for clusterctl's GPU memory plan, computed by verl's and transformers' own code.
+
+Runs in a Python where the pinned verl is installed (as verl_startup.py does): each request's
+config is composed from verl's own config directory by Hydra, exactly as main_ppo composes
+it, so every default (micro batches, offload, gpu_memory_utilization, lengths) is verl's own;
+the roles it runs are decided by verl's need_reference_policy / need_critic. Each model's
+parameters are counted by transformers' own model classes built on PyTorch's meta device
+(no weights, no GPU): AutoModelForCausalLM for the actor and reference, and
+AutoModelForTokenClassification with one label for the critic, as verl's
+load_valuehead_model builds it (verl/utils/model.py, 0.5-0.9.1).
+
+    python3 verl_memory.py < {"requests": [{"config": NAME, "overrides": [...],
+                                             "hf_home": DIR or null}, ...]}
+
+Prints one JSON list, one result per request: {"status": "ok", ...facts} or
+{"status": "rejected" | "cannot-run", "message": "..."}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+    os.environ[_name] = "1"
+
+from verl_startup import compose_config  # type: ignore[import-not-found]  # noqa: E402  (lint/)
+
+SECTIONS = ("actor_rollout_ref", "critic", "reward_model", "data", "trainer", "algorithm")
+
+
+def model_facts(path: str, cache_dir: str | None, critic: bool = False) -> dict[str, object]:
+    """Parameter counts and shape of the model at PATH, built on the meta device."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForTokenClassification
+
+    config = AutoConfig.from_pretrained(path, cache_dir=cache_dir)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    with torch.device("meta"):
+        if critic:
+            config.num_labels = 1
+            model = AutoModelForTokenClassification.from_config(config)
+        else:
+            model = AutoModelForCausalLM.from_config(config)
+    total = sum(p.numel() for p in model.parameters())
+    blocks: Any = max(
+        (m for m in model.modules() if isinstance(m, torch.nn.ModuleList)), key=len, default=[]
+    )
+    layer = max((sum(p.numel() for p in b.parameters()) for b in blocks), default=0)
+    linears: dict[str, int] = {}  # LoRA's cost: in + out features of each adapted linear
+    for block in blocks:
+        for name, module in block.named_modules():
+            if isinstance(module, torch.nn.Linear):
+                short = name.rsplit(".", 1)[-1]
+                linears[short] = linears.get(short, 0) + module.in_features + module.out_features
+    heads = text.num_attention_heads
+    return {
+        "params": total,
+        "layer_params": layer,
+        "outside_layers": total - sum(p.numel() for p in blocks.parameters()) if blocks else total,
+        "layers": len(blocks),
+        "hidden": text.hidden_size,
+        "heads": heads,
+        "kv_heads": getattr(text, "num_key_value_heads", None) or heads,
+        "head_dim": getattr(text, "head_dim", None) or text.hidden_size // heads,
+        "intermediate": getattr(text, "intermediate_size", None) or 4 * text.hidden_size,
+        "vocab": text.vocab_size,
+        "linear_features": linears,
+    }
+
+
+def roles(config: Any) -> tuple[bool, bool]:
+    """(reference policy, critic) as main_ppo decides them (verl's own functions; verl 0.5
+    has none: RayPPOTrainer.__init__ decided by the same two settings)."""
+    try:
+        from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    except ImportError:
+        c = config
+        ref = c.algorithm.use_kl_in_reward or c.actor_rollout_ref.actor.use_kl_loss
+        return bool(ref), c.algorithm.adv_estimator == "gae"
+    return bool(need_reference_policy(config)), bool(need_critic(config))
+
+
+def facts(request: dict[str, object]) -> dict[str, object]:
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        overrides: Any = request["overrides"]
+        config: Any = compose_config(str(request["config"]), list(overrides))
+        sections: dict[str, Any] = {
+            k: OmegaConf.to_container(config[k], resolve=True) for k in SECTIONS if k in config
+        }
+        need_ref, need_critic = roles(config)
+    except (HydraException, OmegaConfBaseException) as exc:
+        return {"status": "rejected", "message": f"Hydra: {exc}".splitlines()[0]}
+    hf_home = request.get("hf_home")
+    cache = os.path.join(str(hf_home), "hub") if hf_home else None
+    paths = {"actor": sections["actor_rollout_ref"]["model"]["path"]}
+    if need_critic:
+        paths["critic"] = sections["critic"]["model"]["path"]
+    models = {}
+    try:
+        for role, path in paths.items():
+            models[role] = model_facts(str(path), cache, critic=role == "critic")
+    except OSError as exc:
+        return {
+            "status": "cannot-run",
+            "message": f"the {role} model's config.json is not on this machine (a local path "
+            f"or the HF cache; nothing is downloaded): {str(exc).split('. ')[0]}",
+        }
+    import verl
+
+    return {
+        "status": "ok",
+        "verl": getattr(verl, "__version__", "?"),
+        "sections": sections,
+        "need_ref": need_ref,
+        "need_critic": need_critic,
+        "models": models,
+    }
+
+
+if __name__ == "__main__":
+    requests = json.load(sys.stdin)["requests"]
+    print(json.dumps([facts(r) for r in requests]))

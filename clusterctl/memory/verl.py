@@ -1,0 +1,400 @@
+"""verl's memory on each GPU: FSDP workers with the hybrid engine, where the actor, the rollout
+engine, the reference and the critic share every GPU of the job (verl's single global
+resource pool) and take turns. Every setting is read from verl's own composed config (the
+facts verl_memory.py gathers), every model size from transformers' own model classes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.version import Version
+
+from clusterctl.memory.ledger import GIB, Phase, Term, Verdict, gib, judge
+
+BF16 = 2
+DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
+
+S_STATES = (
+    "FSDP full shard over the shard group (fsdp_config.fsdp_size; -1: every GPU of the job); "
+    "parameters in fsdp_config.model_dtype (verl 0.5 without the key: fp32 actor and critic, "
+    "bf16 reference: verl/workers/fsdp_workers.py)"
+)
+S_ADAM = "torch.optim.AdamW: exp_avg and exp_avg_sq, each in the parameter's dtype"
+S_GATHER = (
+    "FSDP gathers whole units in the mixed-precision dtype (bf16): the root unit (embeddings, "
+    "lm_head) and a decoder layer with the next one prefetched"
+)
+S_ACTIVATIONS = (
+    "activations per token and decoder layer, tensor by tensor as Korthikanti et al. 2022 "
+    "(arXiv:2205.05198, sec. 4.1) count them, for a SwiGLU MLP and FlashAttention (no "
+    "sequence x sequence scores), bf16; with gradient checkpointing each layer keeps its input "
+    "and one layer is recomputed at a time"
+)
+S_LOGITS = (
+    "logits [tokens, vocab]: 4 bytes (float32), and 2 + 1 more where the entropy is computed "
+    "(the actor's log-prob pass; the update with entropy_coeff != 0): verl "
+    "docs/perf/perf_tuning.rst (volcengine/verl@b178a3cd)"
+)
+S_UTIL = (
+    "vLLM >= 0.7: gpu_memory_utilization is the share of the GPU's whole memory the engine "
+    "takes (verl docs/examples/config.rst; verl passes the value to vLLM unchanged)"
+)
+S_KV = "KV cache per token: 2 (K, V) x layers x KV heads on this GPU x head_dim x 2 bytes"
+S_GRAPHS = (
+    "CUDA graphs: outside gpu_memory_utilization before vLLM 0.21 (its start-up log since "
+    "0.21: 'CUDA graph memory profiling is enabled (default since v0.21.0)'); 1.3 GiB is the "
+    "largest figure vLLM reported (vllm-project/vllm#21489); verl cannot offload them while the "
+    "actor updates (verl rollout.yaml, cudagraph_capture_sizes)"
+)
+S_CONTEXT = (
+    "CUDA context, about 400 MB with lazy module loading (CUDA >= 11.7): pytorch/pytorch#109888;"
+    " no HIP figure was found, so the CUDA one stands for it"
+)
+CUDA_GRAPHS = int(1.3 * GIB)
+CONTEXT = 400 * 1024**2
+VLLM_GRAPHS_INSIDE = Version("0.21")
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model's size and shape, as transformers' own classes report them."""
+
+    params: int
+    layer_params: int
+    outside_layers: int
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    linear_features: dict[str, int]
+
+    @classmethod
+    def from_facts(cls, facts: dict[str, Any]) -> Model:
+        return cls(**{k: facts[k] for k in cls.__dataclass_fields__})
+
+    def activation_bytes_per_token(self) -> int:
+        """One decoder layer's saved activations per token (see S_ACTIVATIONS)."""
+        q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        attention = 2 * self.hidden + 2 * q + 2 * kv  # norm in, qkv in, q, out; k, v
+        mlp = 2 * self.hidden + 4 * self.intermediate  # norm in, gate/up in; gate, up, act, prod
+        return BF16 * (attention + mlp)
+
+
+@dataclass(frozen=True)
+class GpuPlan:
+    """What every GPU of a verl job holds, phase by phase, judged against its memory."""
+
+    roles: tuple[str, ...]
+    phases: tuple[Phase, ...]
+    verdict: Verdict
+    refusals: tuple[str, ...]  # what the rollout engine itself refuses at start-up
+    fixes: tuple[str, ...]
+    notes: tuple[str, ...]
+    nodes: int
+    gpus_per_node: int
+
+
+def _dtype(fsdp: dict[str, Any], default: str) -> int:
+    return DTYPE_BYTES.get(str(fsdp.get("model_dtype") or default), 4)
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """One GPU's micro batch: its tokens at the longest, its sequences, whether packed."""
+
+    tokens: int
+    sequences: int
+    packed: bool
+
+
+def _batch(cfg: dict[str, Any], key: str, seq: int, world: int, sp: int, packed: Any) -> _Batch:
+    """The micro batch KEY of CFG names (ppo_micro_batch_size or log_prob_micro_batch_size,
+    with its _per_gpu, use_dynamic_bsz and max_token_len settings). A dynamic batch packs
+    sequences up to its token budget; a fixed one holds its sequences, padded to the longest
+    unless padding is removed (use_remove_padding). The deprecated global size is divided
+    over the data-parallel ranks, as verl's workers do (verl/workers/fsdp_workers.py, 0.5:
+    `ppo_micro_batch_size //= device_mesh.size() // ulysses_sequence_parallel_size`)."""
+    prefix = "log_prob_" if key.startswith("log_prob") else ""
+    if cfg.get(f"{prefix}use_dynamic_bsz"):
+        budget = cfg[f"{prefix}max_token_len_per_gpu" if prefix else "ppo_max_token_len_per_gpu"]
+        return _Batch(int(budget), 0, True)
+    per_gpu = cfg.get(f"{key}_per_gpu")
+    if per_gpu is None and cfg.get(key):
+        per_gpu = int(cfg[key]) // max(1, world // max(1, sp))
+    sequences = max(1, int(per_gpu or 1))
+    return _Batch(sequences * seq // max(1, sp), sequences, bool(packed))
+
+
+@dataclass(frozen=True)
+class _States:
+    """A trained or reference model's shard on one GPU."""
+
+    params: int
+    grads: int
+    optimizer: int
+    gathered: int
+    param_offload: bool
+    optimizer_offload: bool
+
+    def resident(self) -> int:
+        """What stays on the GPU while another role works (offloaded parts go to the CPU)."""
+        return (0 if self.param_offload else self.params) + (
+            0 if self.optimizer_offload else self.optimizer
+        )
+
+
+def _trainable(model: Model, lora_rank: int, targets: Any) -> int:
+    if lora_rank <= 0:
+        return model.params
+    names = model.linear_features if targets in (None, "all-linear") else targets
+    return lora_rank * sum(model.linear_features.get(n, 0) for n in names)
+
+
+def plan_verl(facts: dict[str, Any], capacity: int, vllm: Version | None) -> GpuPlan:
+    """The per-GPU plan of the composed config in FACTS on GPUs of CAPACITY bytes."""
+    sec = facts["sections"]
+    arr, data, trainer = sec["actor_rollout_ref"], sec["data"], sec["trainer"]
+    actor_cfg, ref_cfg, rollout = arr["actor"], arr["ref"], arr["rollout"]
+    nodes, per_node = int(trainer["nnodes"]), int(trainer["n_gpus_per_node"])
+    world = nodes * per_node
+    actor = Model.from_facts(facts["models"]["actor"])
+    seq = int(data["max_prompt_length"]) + int(data["max_response_length"])
+    lora = int(arr["model"].get("lora_rank") or 0)
+
+    def states(model: Model, cfg: dict[str, Any], default: str, trained: int) -> _States:
+        fsdp = cfg.get("fsdp_config") or {}
+        shard = int(fsdp.get("fsdp_size") or -1)
+        shard = world if shard <= 0 else shard
+        size = _dtype(fsdp, default)
+        return _States(
+            params=model.params * size // shard,
+            grads=trained * size // shard,
+            optimizer=2 * trained * size // shard,
+            gathered=BF16 * (model.outside_layers + 2 * model.layer_params),
+            param_offload=bool(fsdp.get("param_offload")),
+            optimizer_offload=bool(fsdp.get("optimizer_offload")),
+        )
+
+    a = states(
+        actor, actor_cfg, "fp32", _trainable(actor, lora, arr["model"].get("target_modules"))
+    )
+    roles = ["actor", "rollout"]
+    # verl: with LoRA the reference is the actor with its adapters off (ref_in_actor)
+    r = states(actor, ref_cfg, "bf16", 0) if facts["need_ref"] and lora <= 0 else None
+    if facts["need_ref"]:
+        roles.append("reference")
+    c = None
+    critic_cfg = sec.get("critic") or {}
+    if facts["need_critic"]:
+        critic = Model.from_facts(facts["models"]["critic"])
+        c = states(critic, critic_cfg.get("model") or {}, "fp32", critic.params)
+        roles.append("critic")
+
+    # the rollout engine
+    tp = int(rollout.get("tensor_model_parallel_size") or 1)
+    util = float(rollout["gpu_memory_utilization"])
+    budget = int(util * capacity)
+    weights = actor.params * BF16 // tp
+    kv_token = 2 * actor.layers * max(1, actor.kv_heads // tp) * actor.head_dim * BF16
+    graphs = 0
+    if not rollout.get("enforce_eager") and (vllm is None or vllm < VLLM_GRAPHS_INSIDE):
+        graphs = CUDA_GRAPHS
+    asleep = graphs if rollout.get("free_cache_engine", True) else budget + graphs
+    context = Term("CUDA/HIP context", CONTEXT, S_CONTEXT)
+
+    def resident(*working: _States | None) -> list[Term]:
+        held = [("actor", a), ("reference", r), ("critic", c)]
+        out = []
+        for name, s in held:
+            if s is not None and all(s is not w for w in working) and s.resident():
+                out.append(Term(f"{name} states left on the GPU", s.resident(), S_STATES))
+        return out
+
+    def vllm_asleep() -> list[Term]:
+        what = "rollout engine asleep (CUDA graphs)"
+        if not rollout.get("free_cache_engine", True):
+            what = "rollout engine kept awake (free_cache_engine false)"
+        return [Term(what, asleep, S_GRAPHS)] if asleep else []
+
+    remove_padding = arr["model"].get("use_remove_padding")
+
+    def forward(s: _States, model: Model, b: _Batch, who: str, logit_bytes: int) -> Phase:
+        per_token, act = model.vocab * logit_bytes, model.activation_bytes_per_token()
+        return Phase(
+            f"{who} log-prob",
+            who,
+            (
+                context,
+                *vllm_asleep(),
+                Term(f"{who} parameters", s.params, S_STATES),
+                Term(f"{who} gathered FSDP units", s.gathered, S_GATHER),
+                *(
+                    [Term("actor optimizer states", s.optimizer, S_ADAM)]
+                    if s is a and not a.optimizer_offload
+                    else []
+                ),
+                Term(
+                    f"activations, {b.tokens} tokens (forward only)",
+                    b.tokens * act,
+                    S_ACTIVATIONS,
+                    act,
+                ),
+                Term(f"logits, {b.tokens} tokens", b.tokens * per_token, S_LOGITS, per_token),
+                *resident(s),
+            ),
+            b.tokens,
+            b.sequences,
+            b.packed,
+        )
+
+    def update(
+        s: _States, model: Model, b: _Batch, who: str, cfg: dict[str, Any], logit_bytes: int
+    ) -> Phase:
+        checkpointing = (cfg.get("model") or {}).get("enable_gradient_checkpointing")
+        act = model.activation_bytes_per_token()
+        per_token = (
+            model.layers * BF16 * model.hidden + act if checkpointing else model.layers * act
+        )
+        logits = model.vocab * logit_bytes
+        return Phase(
+            f"{who} update",
+            who,
+            (
+                context,
+                *vllm_asleep(),
+                Term(f"{who} parameters", s.params, S_STATES),
+                Term(f"{who} gradients", s.grads, S_STATES),
+                Term(f"{who} optimizer states", s.optimizer, S_ADAM),
+                Term(f"{who} gathered FSDP units", s.gathered, S_GATHER),
+                Term(
+                    f"activations, {b.tokens} tokens"
+                    + (", gradient checkpointing" if checkpointing else ""),
+                    b.tokens * per_token,
+                    S_ACTIVATIONS,
+                    per_token,
+                ),
+                *(
+                    [Term(f"logits, {b.tokens} tokens", b.tokens * logits, S_LOGITS, logits)]
+                    if logits
+                    else []
+                ),
+                *resident(s),
+            ),
+            b.tokens,
+            b.sequences,
+            b.packed,
+        )
+
+    sp = int(actor_cfg.get("ulysses_sequence_parallel_size") or 1)
+    update_batch = _batch(actor_cfg, "ppo_micro_batch_size", seq, world, sp, remove_padding)
+    old_batch = _batch(rollout, "log_prob_micro_batch_size", seq, world, sp, remove_padding)
+    phases = [
+        Phase(
+            "rollout",
+            "rollout",
+            (
+                context,
+                Term(f"rollout engine: gpu_memory_utilization {util:g}", budget, S_UTIL),
+                *([Term("rollout CUDA graphs", graphs, S_GRAPHS)] if graphs else []),
+                *resident(),
+            ),
+        ),
+        # verl computes the entropy with the actor's log-probs (compute_log_prob)
+        forward(a, actor, old_batch, "actor", 7),
+    ]
+    if r is not None:
+        ref_batch = _batch(ref_cfg, "log_prob_micro_batch_size", seq, world, sp, remove_padding)
+        phases.append(forward(r, actor, ref_batch, "reference", 4))
+    if c is not None:
+        critic_model = Model.from_facts(facts["models"]["critic"])
+        critic_batch = _batch(
+            critic_cfg,
+            "ppo_micro_batch_size",
+            seq,
+            world,
+            int(critic_cfg.get("ulysses_sequence_parallel_size") or 1),
+            (critic_cfg.get("model") or {}).get("use_remove_padding"),
+        )
+        phases.append(update(c, critic_model, critic_batch, "critic", critic_cfg, 0))
+    entropy = float(actor_cfg.get("entropy_coeff") or 0) != 0
+    phases.append(update(a, actor, update_batch, "actor", arr, 7 if entropy else 4))
+    refusals = []
+    max_len = int(rollout.get("max_model_len") or seq)
+    room = budget - weights
+    if room <= 0:
+        refusals.append(
+            f"the rollout's weights ({gib(weights)} a GPU at TP {tp}) do not fit in "
+            f"gpu_memory_utilization {util:g} x {gib(capacity)} = {gib(budget)}: the engine "
+            "has no memory for its KV cache"
+        )
+    elif room // kv_token < max_len:
+        refusals.append(
+            f"the KV cache left in the rollout's budget holds {room // kv_token} tokens, fewer "
+            f"than one sequence of max_model_len {max_len}: vLLM refuses to start"
+        )
+    verdict = judge(tuple(phases), capacity)
+    notes = [
+        f"rollout KV cache: {max(0, room) // kv_token} tokens a GPU "
+        f"({max(0, room) // kv_token // max(1, max_len)} sequences of {max_len} at once)",
+        "not modelled: NCCL/RCCL buffers, allocator fragmentation, the rollout's own "
+        "activation peak inside its budget, gradients kept between updates",
+    ]
+    return GpuPlan(
+        roles=tuple(roles),
+        phases=tuple(phases),
+        verdict=verdict,
+        refusals=tuple(refusals),
+        fixes=tuple(_fixes(verdict, a, r, c, util, capacity, arr)),
+        notes=tuple(notes),
+        nodes=nodes,
+        gpus_per_node=per_node,
+    )
+
+
+def _fixes(
+    verdict: Verdict,
+    a: _States,
+    r: _States | None,
+    c: _States | None,
+    util: float,
+    capacity: int,
+    arr: dict[str, Any],
+) -> list[str]:
+    """The cheapest changes first: offload, a smaller micro batch, more TP, a smaller
+    rollout budget."""
+    if verdict.level == "ok":
+        return []
+    over = verdict.phase.bytes - int(0.9 * capacity)
+    out = []
+    for name, s, key in (
+        ("actor", a, "actor_rollout_ref.actor.fsdp_config"),
+        ("reference", r, "actor_rollout_ref.ref.fsdp_config"),
+        ("critic", c, "critic.model.fsdp_config"),
+    ):
+        if s is None or verdict.phase.role == name:
+            continue
+        if not s.param_offload and s.params:
+            out.append(f"{key}.param_offload=true (frees {gib(s.params)} outside {name} phases)")
+        if not s.optimizer_offload and s.optimizer:
+            out.append(f"{key}.optimizer_offload=true (frees {gib(s.optimizer)})")
+    phase = verdict.phase.name
+    if phase == "actor update":
+        out.append("a smaller actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
+        if not arr["model"].get("enable_gradient_checkpointing"):
+            out.append("actor_rollout_ref.model.enable_gradient_checkpointing=true")
+    elif phase == "actor log-prob":
+        out.append("a smaller actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu")
+    elif phase == "reference log-prob":
+        out.append("a smaller actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu")
+    elif phase == "critic update":
+        out.append("a smaller critic.ppo_micro_batch_size_per_gpu")
+    elif phase == "rollout":
+        fits = util - over / capacity
+        if fits > 0:
+            out.append(f"actor_rollout_ref.rollout.gpu_memory_utilization={fits:.2f} or lower")
+        out.append("a larger actor_rollout_ref.rollout.tensor_model_parallel_size")
+    return out

@@ -1,0 +1,260 @@
+"""The GPU memory plan (clusterctl/memory): its ledger rules, the sourced cases judged as their
+sources report them, `clusterctl plan` and the gpu-memory rule on the real verl."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from clusterctl.lint import frameworks
+from clusterctl.memory.ledger import GIB, Phase, Term, gib, judge
+from clusterctl.memory.plan import NoPlan, plan, verl_facts
+from clusterctl.memory.verl import GpuPlan, Model, plan_verl
+from clusterctl.spec import load_spec
+from clusterctl.spec.presets import PRESETS
+from tests.conftest import ROOT, run_cli
+
+FIXTURES = ROOT / "tests" / "fixtures" / "memory"
+CASES: list[dict[str, Any]] = yaml.safe_load((FIXTURES / "cases.yaml").read_text())
+CORPUS = ROOT / "tests" / "corpus" / "launch" / "verl"
+DOCS = ROOT / "docs" / "plan.md"
+VERL_EXAMPLE = ROOT / "examples" / "verl-gsm8k-mi300x.yaml"
+QWEN2_7B = FIXTURES / "models" / "Qwen__Qwen2-7B-Instruct"
+MODEL_KEYS = ("actor_rollout_ref.model.path=", "critic.model.path=")
+
+
+# ---- the ledger's rules, on terms written here ------------------------------------------------
+
+
+def test_a_phase_whose_fixed_part_overflows_is_an_error_whatever_the_data() -> None:
+    phase = Phase("actor update", "actor", (Term("states", 90 * GIB, "s"),))
+    verdict = judge((phase,), 80 * GIB)
+    assert (verdict.level, verdict.why) == ("error", "it does not fit whatever the sequences")
+
+
+def test_a_packed_micro_batch_that_overflows_only_at_the_longest_is_a_warning_with_the_length() -> (
+    None
+):
+    # 40 GiB fixed, 1 MiB a token, 16 sequences of up to 4096 tokens: 64 GiB of tokens
+    tokens = Term("activations", 16 * 4096 * 2**20, "s", per_token=2**20)
+    phase = Phase("actor update", "actor", (Term("states", 40 * GIB, "s"), tokens), 65536, 16, True)
+    verdict = judge((phase,), 80 * GIB)
+    assert verdict.level == "warning"
+    # (80 - 40) GiB / 1 MiB = 40960 tokens, 2560 a sequence
+    assert "average at most 2560 tokens (the longest allowed: 4096)" in verdict.why
+    padded = Phase("actor update", "actor", phase.terms, 65536, 16, False)
+    assert judge((padded,), 80 * GIB).level == "error"  # padded: every batch is the longest
+
+
+def test_the_worst_phase_wins_by_level_before_size() -> None:
+    big_ok = Phase("rollout", "rollout", (Term("engine", 70 * GIB, "s"),))
+    small_error = Phase("actor update", "actor", (Term("states", 81 * GIB, "s"),))
+    assert judge((big_ok, small_error), 80 * GIB).phase is small_error
+    near = Phase("rollout", "rollout", (Term("engine", 75 * GIB, "s"),))
+    assert judge((near,), 80 * GIB).level == "warning"  # within the allocator's margin
+
+
+def test_activations_per_token_count_each_saved_tensor_of_a_swiglu_layer() -> None:
+    # Qwen2-7B: hidden 3584, 28 heads x 128, 4 KV heads, intermediate 18944
+    model = Model(0, 0, 0, 28, 3584, 28, 4, 128, 18944, 152064, {})
+    attention = 2 * 3584 + 2 * 28 * 128 + 2 * 4 * 128
+    mlp = 2 * 3584 + 4 * 18944
+    assert model.activation_bytes_per_token() == 2 * (attention + mlp) == 196608
+
+
+def test_specs_without_a_plan_say_why() -> None:
+    cpu = load_spec(ROOT / "examples" / "cpu-dev-cluster.yaml").spec
+    assert plan(cpu) == NoPlan("only verl jobs are planned yet (OpenRLHF: not yet)")
+    verl_cpu = load_spec(ROOT / "examples" / "verl-grpo-cpu-dev-cluster.yaml").spec
+    assert plan(verl_cpu) == NoPlan("preset none: no GPU memory to plan")
+
+
+# ---- the sourced cases, judged by verl's own config and transformers' own classes ---------
+
+
+def overrides(case: dict[str, Any]) -> list[str]:
+    """The case's overrides as verl receives them, with model paths on this machine: the argv
+    its script runs (the launch corpus, or recorded/ here), else the source's own lines."""
+    if "corpus" in case or "recorded" in case:
+        where = (
+            CORPUS / case["corpus"]
+            if "corpus" in case
+            else FIXTURES / "recorded" / case["recorded"]
+        )
+        entry = case.get("entry", "verl.trainer.main_ppo")
+        calls = json.loads(Path(f"{where}.argv.json").read_text())["calls"]
+        (argv,) = [c["argv"] for c in calls if entry in c["argv"]]
+        argv = argv[argv.index(entry) + 1 :]
+    else:
+        argv = list(case["overrides"])
+        if not any(a.startswith(MODEL_KEYS[0]) for a in argv):
+            argv.append(f"{MODEL_KEYS[0]}MODEL")
+    model = FIXTURES / "models" / case["model"]
+    argv = [a.split("=", 1)[0] + f"={model}" if a.startswith(MODEL_KEYS) else a for a in argv]
+    # the recorder's paths (<tmp>/...) name files, which hold no GPU memory
+    dropped = ("data.train_files=", "data.val_files=", *case.get("drop", ()))
+    return [a for a in argv if "<tmp>" not in a and not a.startswith(dropped)]
+
+
+def capacity(case: dict[str, Any]) -> int:
+    memory = PRESETS[case["preset"]].gpu_memory
+    assert memory is not None, case["preset"]
+    return int(memory.gib * GIB)
+
+
+@pytest.fixture(scope="module")
+def judged(verl_python: str) -> dict[str, GpuPlan]:
+    """Every case's plan; each verl release composes its cases in one process (one import):
+    0.9.1 unless the case names the release its keys belong to."""
+    out = {}
+    for release in sorted({c.get("verl", "0.9.1") for c in CASES}):
+        cases = [c for c in CASES if c.get("verl", "0.9.1") == release]
+        python = frameworks.verl_python(release)
+        assert python is not None, f"no Python with verl {release} (CLUSTERCTL_VERL_PYTHON)"
+        requests = [
+            {"config": "ppo_trainer", "overrides": overrides(c), "hf_home": None} for c in cases
+        ]
+        for case, found in zip(cases, verl_facts(python, json.dumps(requests)), strict=True):
+            assert found["status"] == "ok", (case["id"], found)
+            out[case["id"]] = plan_verl(found, capacity(case), None)
+    return out
+
+
+def test_the_cases_name_their_sources_and_models() -> None:
+    assert len(CASES) >= 10
+    for case in CASES:
+        assert case["reported"] in ("fits", "oom") and case["source"] and case["evidence"]
+        assert (FIXTURES / "models" / case["model"] / "config.json").is_file()
+    assert {c["reported"] for c in CASES} == {"fits", "oom"}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_every_case_is_judged_as_its_source_reports(
+    case: dict[str, Any], judged: dict[str, GpuPlan]
+) -> None:
+    result = judged[case["id"]]
+    failed = result.verdict.level == "error" or bool(result.refusals)
+    assert failed == (case["reported"] == "oom"), (result.verdict, result.refusals)
+
+
+def link(source: str) -> str:
+    """A source as a URL: repo@commit:path becomes its GitHub page."""
+    if source.startswith("http"):
+        return source
+    repo, _, rest = source.partition("@")
+    commit, _, path = rest.partition(":")
+    return f"https://github.com/{repo}/blob/{commit}/{path}"
+
+
+def table(judged: dict[str, GpuPlan]) -> str:
+    rows = [
+        "| case | GPUs | reported | predicted peak a GPU | verdict |",
+        "|---|---|---|---|---|",
+    ]
+    for case in CASES:
+        r = judged[case["id"]]
+        v = r.verdict
+        said = v.level + (f": {v.why}" if v.why else "")
+        if r.refusals:
+            said = "error: " + "; ".join(r.refusals)
+        rows.append(
+            f"| [{case['id']}]({link(case['source'])}) "
+            f"| {r.nodes} x {r.gpus_per_node} {case['preset']} ({gib(v.capacity)}) "
+            f"| {case['reported']} | {v.phase.name}: {gib(v.phase.bytes)} ({v.percent:.0f}%) "
+            f"| {said} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def test_the_docs_table_of_predicted_and_reported_is_current(judged: dict[str, GpuPlan]) -> None:
+    text = DOCS.read_text()
+    begin, end = "<!-- cases: begin -->\n", "<!-- cases: end -->"
+    start, stop = text.index(begin) + len(begin), text.index(end)
+    current, wanted = text[start:stop], table(judged)
+    if os.environ.get("UPDATE_GOLDEN"):
+        DOCS.write_text(text[:start] + wanted + text[stop:])
+        return
+    assert current == wanted, "UPDATE_GOLDEN=1 pytest tests/test_memory.py -k docs"
+
+
+# ---- clusterctl plan and the gpu-memory rule, on the real verl ----------------------------
+
+
+def model_sets(*more: str) -> list[str]:
+    args = []
+    for key in ("actor_rollout_ref.model.path", "critic.model.path"):
+        args += ["--set", f"workload.overrides.{key}={QWEN2_7B}"]
+    for extra in more:
+        args += ["--set", extra]
+    return args
+
+
+def test_plan_prints_json_and_draws_every_gpu_and_phase(verl_python: str, tmp_path: Path) -> None:
+    picture = tmp_path / "plan.svg"
+    util = "workload.overrides.actor_rollout_ref.rollout.gpu_memory_utilization=0.5"
+    result = run_cli("plan", str(VERL_EXAMPLE), *model_sets(util), "--json", "--svg", str(picture))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["judged"] and report["verdict"]["level"] == "ok"
+    assert report["gpu"] == {
+        "preset": "mi300x",
+        "gib": 191.45,
+        "source": PRESETS["mi300x"].gpu_memory.source,  # type: ignore[union-attr]
+    }
+    assert [p["name"] for p in report["phases"]] == [
+        "rollout",
+        "actor log-prob",
+        "critic update",
+        "actor update",
+    ]
+    assert [n["node"] for n in report["placement"]] == [1, 2]
+    assert report["placement"][0]["roles"] == ["actor", "rollout", "critic"]
+    for phase in report["phases"]:
+        assert phase["bytes"] == sum(t["bytes"] for t in phase["terms"])
+        assert all(t["source"] for t in phase["terms"])
+    svg = ET.parse(picture).getroot()
+    assert svg.tag == "{http://www.w3.org/2000/svg}svg"
+    texts = [t.text for t in svg.iter("{http://www.w3.org/2000/svg}text")]
+    assert {"node 1", "node 2", "rollout", "actor update"} <= set(texts)
+    gpus = [
+        r for r in svg.iter("{http://www.w3.org/2000/svg}rect") if r.find("{*}title") is not None
+    ]
+    assert sum(1 for r in gpus if r.find("{*}title").text.startswith("GPU ")) == 16  # type: ignore[union-attr]
+
+
+def test_gpu_memory_fails_validate_naming_the_field_line_and_phase(verl_python: str) -> None:
+    util = "workload.overrides.actor_rollout_ref.rollout.gpu_memory_utilization=0.99"
+    result = run_cli("validate", str(VERL_EXAMPLE), *model_sets(util))
+    assert result.returncode == 2, result.stdout + result.stderr
+    line = next(
+        i + 1
+        for i, text in enumerate(VERL_EXAMPLE.read_text().splitlines())
+        if "rollout.gpu_memory_utilization" in text
+    )
+    assert re.search(
+        rf"error: .*verl-gsm8k-mi300x.yaml:{line}: "
+        r'workload.overrides\["actor_rollout_ref.rollout.gpu_memory_utilization"\]: '
+        r"\[gpu-memory\] each GPU needs [0-9.]+ GiB in the rollout phase, 10[0-9]% of its "
+        r"191.4 GiB .*gpu_memory_utilization=0\.[0-9]+ or lower",
+        result.stderr,
+    ), result.stderr
+    assert "Traceback" not in result.stderr
+    allowed = run_cli("validate", str(VERL_EXAMPLE), *model_sets(util), "--allow", "gpu-memory")
+    assert allowed.returncode == 0, allowed.stderr
+
+
+def test_plan_without_the_model_here_says_it_did_not_judge(verl_python: str) -> None:
+    result = run_cli("plan", str(VERL_EXAMPLE), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert not report["judged"]
+    assert "config.json is not on this machine" in report["reason"]
+    validate = run_cli("validate", str(VERL_EXAMPLE))
+    assert "note: gpu-memory did not judge this spec" in validate.stderr
