@@ -7,7 +7,6 @@ directory per release, so two OpenRLHF generations can be checked side by side.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -228,24 +227,10 @@ CRITIC_MBS = "critic.ppo_micro_batch_size_per_gpu"
 
 
 @pytest.fixture(scope="module")
-def local_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A small model config.json written by the test: verl reads it, nothing is downloaded."""
-    model = tmp_path_factory.mktemp("qwen2")
-    config = {
-        "architectures": ["Qwen2ForCausalLM"],
-        "model_type": "qwen2",
-        "hidden_size": 896,
-        "intermediate_size": 4864,
-        "num_attention_heads": 14,
-        "num_hidden_layers": 2,
-        "num_key_value_heads": 2,
-        "vocab_size": 151936,
-        "max_position_embeddings": 32768,
-        "rms_norm_eps": 1e-06,
-        "torch_dtype": "bfloat16",
-    }
-    (model / "config.json").write_text(json.dumps(config))
-    return model
+def local_model() -> Path:
+    """Qwen2.5-0.5B-Instruct's real config.json (tests/fixtures/memory/README.md says where it
+    comes from): verl reads it, nothing is downloaded."""
+    return ROOT / "tests" / "fixtures" / "memory" / "models" / "Qwen__Qwen2.5-0.5B-Instruct"
 
 
 def _verl(local_model: Path, *sets: str) -> list[str]:

@@ -165,8 +165,7 @@ def plan_verl(facts: dict[str, Any], capacity: int, vllm: Version | None) -> Gpu
     seq = int(data["max_prompt_length"]) + int(data["max_response_length"])
     lora = int(arr["model"].get("lora_rank") or 0)
 
-    def states(model: Model, cfg: dict[str, Any], default: str, trained: int) -> _States:
-        fsdp = cfg.get("fsdp_config") or {}
+    def states(model: Model, fsdp: dict[str, Any], default: str, trained: int) -> _States:
         shard = int(fsdp.get("fsdp_size") or -1)
         shard = world if shard <= 0 else shard
         size = _dtype(fsdp, default)
@@ -179,19 +178,19 @@ def plan_verl(facts: dict[str, Any], capacity: int, vllm: Version | None) -> Gpu
             optimizer_offload=bool(fsdp.get("optimizer_offload")),
         )
 
-    a = states(
-        actor, actor_cfg, "fp32", _trainable(actor, lora, arr["model"].get("target_modules"))
-    )
+    trained = _trainable(actor, lora, arr["model"].get("target_modules"))
+    a = states(actor, actor_cfg.get("fsdp_config") or {}, "fp32", trained)
     roles = ["actor", "rollout"]
     # verl: with LoRA the reference is the actor with its adapters off (ref_in_actor)
-    r = states(actor, ref_cfg, "bf16", 0) if facts["need_ref"] and lora <= 0 else None
+    ref_fsdp = ref_cfg.get("fsdp_config") or {}
+    r = states(actor, ref_fsdp, "bf16", 0) if facts["need_ref"] and lora <= 0 else None
     if facts["need_ref"]:
         roles.append("reference")
     c = None
     critic_cfg = sec.get("critic") or {}
     if facts["need_critic"]:
         critic = Model.from_facts(facts["models"]["critic"])
-        c = states(critic, critic_cfg.get("model") or {}, "fp32", critic.params)
+        c = states(critic, critic_fsdp(critic_cfg)[0], "fp32", critic.params)
         roles.append("critic")
 
     # the rollout engine
@@ -348,11 +347,19 @@ def plan_verl(facts: dict[str, Any], capacity: int, vllm: Version | None) -> Gpu
         phases=tuple(phases),
         verdict=verdict,
         refusals=tuple(refusals),
-        fixes=tuple(_fixes(verdict, a, r, c, util, capacity, arr)),
+        fixes=tuple(_fixes(verdict, a, r, c, util, capacity, arr, critic_fsdp(critic_cfg)[1])),
         notes=tuple(notes),
         nodes=nodes,
         gpus_per_node=per_node,
     )
+
+
+def critic_fsdp(critic: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The critic's FSDP settings and their key: `critic.fsdp` in verl 0.9,
+    `critic.model.fsdp_config` before."""
+    if isinstance(critic.get("fsdp"), dict):
+        return critic["fsdp"], "critic.fsdp"
+    return (critic.get("model") or {}).get("fsdp_config") or {}, "critic.model.fsdp_config"
 
 
 def _fixes(
@@ -363,6 +370,7 @@ def _fixes(
     util: float,
     capacity: int,
     arr: dict[str, Any],
+    critic_key: str,
 ) -> list[str]:
     """The cheapest changes first: offload, a smaller micro batch, more TP, a smaller
     rollout budget."""
@@ -373,7 +381,7 @@ def _fixes(
     for name, s, key in (
         ("actor", a, "actor_rollout_ref.actor.fsdp_config"),
         ("reference", r, "actor_rollout_ref.ref.fsdp_config"),
-        ("critic", c, "critic.model.fsdp_config"),
+        ("critic", c, critic_key),
     ):
         if s is None or verdict.phase.role == name:
             continue
