@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from clusterctl import __version__
-from clusterctl.console import load_checked, user_errors, write_new_file
+from clusterctl.console import load_checked, set_option, user_errors, write_new_file
 from clusterctl.remote import DEFAULT_REMOTE_DIR, login_node, remote_options
 
 if TYPE_CHECKING:
@@ -24,16 +24,6 @@ if TYPE_CHECKING:
     from clusterctl.ssh import Transport
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def set_option(func: F) -> F:
-    return click.option(
-        "--set",
-        "assignments",
-        multiple=True,
-        metavar="KEY.PATH=VALUE",
-        help="Override one spec value (repeatable), e.g. --set slurm.nodes=4",
-    )(func)
 
 
 def out_option(func: F) -> F:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -17,6 +17,18 @@ if TYPE_CHECKING:
     from clusterctl.spec.loader import LoadedSpec
 
 EXIT_INVALID = 2
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def set_option(func: F) -> F:
+    """--set KEY.PATH=VALUE, repeatable: every command that loads a spec takes it."""
+    return click.option(
+        "--set",
+        "assignments",
+        multiple=True,
+        metavar="KEY.PATH=VALUE",
+        help="Override one spec value (repeatable), e.g. --set slurm.nodes=4",
+    )(func)
 
 
 @contextmanager

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from clusterctl.console import load_checked, user_errors
+from clusterctl.console import load_checked, set_option, user_errors
 from clusterctl.errors import UsageError
 from clusterctl.image.build import BuildEvent
 
@@ -33,7 +33,7 @@ def _build_args(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--tag", "tags", multiple=True, help="Another tag for the image (repeatable).")
 @click.option("--build-arg", "build_args", multiple=True, metavar="NAME=VALUE")
 @click.option("--no-cache", is_flag=True, help="Do not use the engine's build cache.")
-@click.option("--set", "assignments", multiple=True, metavar="KEY.PATH=VALUE")
+@set_option
 def build(
     spec: str,
     context: Path | None,
@@ -103,7 +103,7 @@ def image() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Tarball to write (default: container.load_from); .gz compresses.",
 )
-@click.option("--set", "assignments", multiple=True, metavar="KEY.PATH=VALUE")
+@set_option
 def save(spec: str, output: Path | None, assignments: tuple[str, ...]) -> None:
     """docker save SPEC's container.image into a tarball and its image ID into TARBALL.id;
     a job with container.pull: load then loads it on every node that lacks that image."""

@@ -138,17 +138,23 @@ def _did_you_mean(name: str, options: set[str] | frozenset[str]) -> str:
     return f"; did you mean {near[0]!r}?" if near else ""
 
 
-def _run_judge(
-    python: str, script: str, args: tuple[str, ...], env: dict[str, str] | None = None
+def run_judge(
+    python: str,
+    script: str,
+    args: tuple[str, ...],
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+    timeout: float = 300,
 ) -> dict[str, Any]:
     """Run one of the judge scripts beside this module; its last stdout line is JSON."""
     judge = Path(__file__).with_name(script)
     try:
         proc = subprocess.run(
             [python, str(judge), *args],
+            input=stdin,
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=timeout,
             check=False,
             env={**os.environ, **(env or {})},
         )
@@ -160,7 +166,7 @@ def _run_judge(
 @cache
 def run_openrlhf_startup(site: str, entrypoint: str, argv: tuple[str, ...]) -> dict[str, str]:
     """OpenRLHF's own parser and start-up checks on ``argv`` (see openrlhf_startup.py)."""
-    return _run_judge(sys.executable, "openrlhf_startup.py", (site, entrypoint, "--", *argv))
+    return run_judge(sys.executable, "openrlhf_startup.py", (site, entrypoint, "--", *argv))
 
 
 def openrlhf_verdict(site: Path, wl: OpenRLHFWorkload) -> dict[str, str]:
@@ -182,7 +188,7 @@ def run_verl_startup(
     """verl's own validate_config on the composed config, and the memory plan's facts (see
     verl_startup.py)."""
     env = {"HF_HOME": hf_home} if hf_home else None
-    return _run_judge(python, "verl_startup.py", (entrypoint, config, "--", *overrides), env)
+    return run_judge(python, "verl_startup.py", (entrypoint, config, "--", *overrides), env)
 
 
 @cache

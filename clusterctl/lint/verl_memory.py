@@ -12,8 +12,8 @@ load_valuehead_model builds it (verl/utils/model.py, 0.5-0.9.1).
     python3 verl_memory.py < {"requests": [{"config": NAME, "overrides": [...],
                                              "hf_home": DIR or null}, ...]}
 
-Prints one JSON list, one result per request: {"status": "ok", ...facts} or
-{"status": "rejected" | "cannot-run", "message": "..."}.
+Prints one JSON object, {"results": [...]}, one result per request: {"status": "ok",
+...facts} or {"status": "rejected" | "cannot-run", "message": "..."}.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ[_name] = "1"
 
-from verl_startup import compose_config  # type: ignore[import-not-found]  # noqa: E402  (lint/)
+from verl_startup import compose_config, verl_roles  # type: ignore[import-not-found]  # noqa: E402  (lint/)
 
 SECTIONS = ("actor_rollout_ref", "critic", "reward_model", "data", "trainer", "algorithm")
 
@@ -71,18 +71,6 @@ def model_facts(path: str, cache_dir: str | None, critic: bool = False) -> dict[
     }
 
 
-def roles(config: Any) -> tuple[bool, bool]:
-    """(reference policy, critic) as main_ppo decides them (verl's own functions; verl 0.5
-    has none: RayPPOTrainer.__init__ decided by the same two settings)."""
-    try:
-        from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    except ImportError:
-        c = config
-        ref = c.algorithm.use_kl_in_reward or c.actor_rollout_ref.actor.use_kl_loss
-        return bool(ref), c.algorithm.adv_estimator == "gae"
-    return bool(need_reference_policy(config)), bool(need_critic(config))
-
-
 def facts(request: dict[str, object]) -> dict[str, object]:
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
@@ -94,7 +82,7 @@ def facts(request: dict[str, object]) -> dict[str, object]:
         sections: dict[str, Any] = {
             k: OmegaConf.to_container(config[k], resolve=True) for k in SECTIONS if k in config
         }
-        need_ref, need_critic = roles(config)
+        need_ref, need_critic = verl_roles(config)
     except (HydraException, OmegaConfBaseException) as exc:
         return {"status": "rejected", "message": f"Hydra: {exc}".splitlines()[0]}
     hf_home = request.get("hf_home")
@@ -126,4 +114,4 @@ def facts(request: dict[str, object]) -> dict[str, object]:
 
 if __name__ == "__main__":
     requests = json.load(sys.stdin)["requests"]
-    print(json.dumps([facts(r) for r in requests]))
+    print(json.dumps({"results": [facts(r) for r in requests]}))

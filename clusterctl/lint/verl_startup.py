@@ -26,6 +26,7 @@ import io
 import json
 import os
 import sys
+from typing import Any
 
 for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ[_name] = "1"
@@ -67,19 +68,28 @@ def judge(config_name: str, overrides: list[str]) -> dict[str, str]:
     return {"status": "ok", "message": ""}
 
 
+def verl_roles(config: Any) -> tuple[bool, bool]:
+    """(reference policy, critic) as main_ppo decides them: verl's own need_reference_policy
+    and need_critic; verl 0.5 has neither, and the same two settings decide there (TaskRunner.run
+    maps the reference for either KL setting, RayPPOTrainer.__init__ the critic for GAE)."""
+    try:
+        from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    except ImportError:
+        c = config
+        ref = c.algorithm.use_kl_in_reward or c.actor_rollout_ref.actor.use_kl_loss
+        return bool(ref), c.algorithm.adv_estimator == "gae"
+    return bool(need_reference_policy(config)), bool(need_critic(config))
+
+
 def validate(config: object) -> None:
     """verl's own start-up validation of the composed config, as its release runs it."""
     try:
-        from verl.trainer.ppo.utils import need_critic, need_reference_policy
         from verl.utils.config import validate_config
     except ImportError:  # verl <= 0.5: the checks run in RayPPOTrainer.__init__
         _validate_in_trainer(config)
         return
-    validate_config(
-        config=config,
-        use_reference_policy=need_reference_policy(config),
-        use_critic=need_critic(config),
-    )
+    reference, critic = verl_roles(config)
+    validate_config(config=config, use_reference_policy=reference, use_critic=critic)
 
 
 def _validate_in_trainer(config: object) -> None:
@@ -96,7 +106,7 @@ def _validate_in_trainer(config: object) -> None:
     roles = {Role.ActorRollout: object, Role.Critic: object}
     if c.reward_model.enable:  # type: ignore[attr-defined]
         roles[Role.RewardModel] = object
-    if c.algorithm.use_kl_in_reward or c.actor_rollout_ref.actor.use_kl_loss:  # type: ignore[attr-defined]
+    if verl_roles(c)[0]:
         roles[Role.RefPolicy] = object
     Judge(config=c, tokenizer=None, role_worker_mapping=roles, resource_pool_manager=None)
 

@@ -9,13 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from clusterctl.console import load_checked, user_errors, write_new_file
+from clusterctl.console import load_checked, set_option, user_errors, write_new_file
 
 if TYPE_CHECKING:  # the spec's models (pydantic) load only when a command runs
     from clusterctl.memory.plan import NoPlan
     from clusterctl.memory.verl import GpuPlan
-
-RULE_ID = "gpu-memory"
 
 
 def plan_json(spec_path: str, preset: str, result: GpuPlan | NoPlan) -> dict[str, Any]:
@@ -109,13 +107,7 @@ def print_plan(preset: str, result: GpuPlan) -> None:
 
 @click.command("plan")
 @click.argument("spec", type=click.Path(dir_okay=False))
-@click.option(
-    "--set",
-    "assignments",
-    multiple=True,
-    metavar="KEY.PATH=VALUE",
-    help="Override one spec value (repeatable).",
-)
+@set_option
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option(
     "--svg",
@@ -129,6 +121,7 @@ def plan_command(
     """Each GPU's memory for SPEC, role by role and phase by phase, against the preset's GPU
     memory (verl's own config and the model's own classes; see docs/plan.md). Exit 1 when
     a phase does not fit or the rollout engine would refuse to start."""
+    from clusterctl.lint.memory import RULE_ID
     from clusterctl.memory.plan import NoPlan, plan
     from clusterctl.memory.verl import GpuPlan
 

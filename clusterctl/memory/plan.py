@@ -4,10 +4,8 @@ pinned verl's Python, see lint/verl_memory.py), laid on the preset's GPUs."""
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 from packaging.version import Version
@@ -17,7 +15,6 @@ from clusterctl.memory.verl import GpuPlan, plan_verl
 from clusterctl.spec.models import JobSpec, VerlWorkload
 from clusterctl.spec.presets import PRESETS
 
-FACTS_SCRIPT = Path(__file__).parent.parent / "lint" / "verl_memory.py"
 MODELLED_STRATEGIES = ("fsdp", "fsdp2")
 MODELLED_ROLLOUTS = ("vllm", "sglang")
 
@@ -31,20 +28,14 @@ class NoPlan:
 
 @cache
 def verl_facts(python: str, requests: str) -> tuple[dict[str, Any], ...]:
-    """verl_memory.py's facts for REQUESTS (a JSON list), one per request."""
-    try:
-        proc = subprocess.run(
-            [python, str(FACTS_SCRIPT)],
-            input=json.dumps({"requests": json.loads(requests)}),
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        return tuple(json.loads(proc.stdout.strip().splitlines()[-1]))
-    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
-        failed = {"status": "cannot-run", "message": f"the facts script failed: {exc}"}
-        return tuple(failed for _ in json.loads(requests))
+    """lint/verl_memory.py's facts for REQUESTS (a JSON list), one per request, in one run."""
+    from clusterctl.lint.frameworks import run_judge
+
+    stdin = json.dumps({"requests": json.loads(requests)})
+    out = run_judge(python, "verl_memory.py", (), stdin=stdin, timeout=600)
+    if "results" in out:
+        return tuple(out["results"])
+    return tuple(out for _ in json.loads(requests))  # the run itself failed: every request
 
 
 def plan_from_facts(spec: JobSpec, facts: dict[str, Any]) -> GpuPlan | NoPlan:

@@ -186,11 +186,12 @@ def plan_verl(facts: dict[str, Any], capacity: int, vllm: Version | None) -> Gpu
     r = states(actor, ref_fsdp, "bf16", 0) if facts["need_ref"] and lora <= 0 else None
     if facts["need_ref"]:
         roles.append("reference")
-    c = None
+    c, critic = None, None
     critic_cfg = sec.get("critic") or {}
+    critic_settings, critic_key = critic_fsdp(critic_cfg)
     if facts["need_critic"]:
         critic = Model.from_facts(facts["models"]["critic"])
-        c = states(critic, critic_fsdp(critic_cfg)[0], "fp32", critic.params)
+        c = states(critic, critic_settings, "fp32", critic.params)
         roles.append("critic")
 
     # the rollout engine
@@ -308,8 +309,7 @@ def plan_verl(facts: dict[str, Any], capacity: int, vllm: Version | None) -> Gpu
     if r is not None:
         ref_batch = _batch(ref_cfg, "log_prob_micro_batch_size", seq, world, sp, remove_padding)
         phases.append(forward(r, actor, ref_batch, "reference", 4))
-    if c is not None:
-        critic_model = Model.from_facts(facts["models"]["critic"])
+    if c is not None and critic is not None:
         critic_batch = _batch(
             critic_cfg,
             "ppo_micro_batch_size",
@@ -318,7 +318,7 @@ def plan_verl(facts: dict[str, Any], capacity: int, vllm: Version | None) -> Gpu
             int(critic_cfg.get("ulysses_sequence_parallel_size") or 1),
             (critic_cfg.get("model") or {}).get("use_remove_padding"),
         )
-        phases.append(update(c, critic_model, critic_batch, "critic", critic_cfg, 0))
+        phases.append(update(c, critic, critic_batch, "critic", critic_cfg, 0))
     entropy = float(actor_cfg.get("entropy_coeff") or 0) != 0
     phases.append(update(a, actor, update_batch, "actor", arr, 7 if entropy else 4))
     refusals = []
@@ -347,7 +347,7 @@ def plan_verl(facts: dict[str, Any], capacity: int, vllm: Version | None) -> Gpu
         phases=tuple(phases),
         verdict=verdict,
         refusals=tuple(refusals),
-        fixes=tuple(_fixes(verdict, a, r, c, util, capacity, arr, critic_fsdp(critic_cfg)[1])),
+        fixes=tuple(_fixes(verdict, a, r, c, util, capacity, arr, critic_key)),
         notes=tuple(notes),
         nodes=nodes,
         gpus_per_node=per_node,

@@ -85,7 +85,7 @@ class GpuMemory:
     source: str
 
 
-H100_MEMORY = GpuMemory(
+HOPPER_80GB_MEMORY = GpuMemory(
     79.11,
     "'GPU 0 has a total capacity of 79.11 GiB' (H800 80GB, torch OOM message): "
     "https://github.com/verl-project/verl/issues/2828; another 80 GB Hopper part printed "
@@ -172,10 +172,10 @@ PRESETS: dict[str, Preset] = {
         name="h100",
         gpus_per_node=8,
         busbw_floors=H100_FLOORS,
-        gpu_memory=H100_MEMORY,
+        gpu_memory=HOPPER_80GB_MEMORY,
         **_NVIDIA,  # type: ignore[arg-type]
     ),
-    "h800": Preset(name="h800", gpus_per_node=8, gpu_memory=H100_MEMORY, **_NVIDIA),  # type: ignore[arg-type]
+    "h800": Preset(name="h800", gpus_per_node=8, gpu_memory=HOPPER_80GB_MEMORY, **_NVIDIA),  # type: ignore[arg-type]
     # 8 GPUs a node: NVIDIA HGX H200 and HGX H20 (Hopper, the same container runtime, NCCL and
     # visibility settings as H100), DGX B200 (Blackwell; x86_64 hosts). GB200 NVL72 is not a
     # preset: 4 GPUs a compute tray on Grace (aarch64) hosts, which needs arm64 images.
