@@ -20,7 +20,7 @@ def dev_cluster() -> None:
 
 
 @dev_cluster.command()
-@click.option("--nodes", type=click.IntRange(1, 16), default=4, show_default=True)
+@click.option("--nodes", type=click.IntRange(1, 64), default=4, show_default=True)
 @click.option(
     "--install/--no-install",
     default=True,

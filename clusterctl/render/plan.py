@@ -37,6 +37,7 @@ class JobPlan:
     devices: list[str]
     head_args: list[str]
     worker_args: list[str]
+    join_deadline: int
     workload_kind: str
     workload_argv: list[str]
     job_submit_args: list[str] | None
@@ -284,6 +285,19 @@ def ray_args(spec: JobSpec) -> tuple[list[str], list[str]]:
     return head, common
 
 
+JOIN_DEADLINE_FLOOR = 300  # seconds; up to 30 nodes
+JOIN_SECONDS_PER_NODE = 10
+
+
+def join_deadline(spec: JobSpec) -> int:
+    """ray.join_deadline, else one that grows with the nodes Ray must count: every raylet
+    registers with the one GCS, and on a shared host (the dev cluster) every node's start-up
+    shares its cores. Measured on the dev cluster: see docs/scale.md."""
+    if spec.ray.join_deadline is not None:
+        return spec.ray.join_deadline
+    return min(7200, max(JOIN_DEADLINE_FLOOR, JOIN_SECONDS_PER_NODE * spec.slurm.nodes))
+
+
 def build_plan(spec: JobSpec) -> JobPlan:
     """Everything job.sbatch needs, computed from the resolved spec."""
     env = container_env(spec)
@@ -313,6 +327,7 @@ def build_plan(spec: JobSpec) -> JobPlan:
         devices=list(spec.container.devices or []),
         head_args=head_args,
         worker_args=worker_args,
+        join_deadline=join_deadline(spec),
         workload_kind=wl.framework,
         workload_argv=argv,
         job_submit_args=submit,

@@ -420,8 +420,23 @@ class RaySpec(Section):
         None, ge=0, le=64, description="GPUs Ray offers per node; default slurm.gpus_per_node"
     )
     start_deadline: int = Field(120, ge=5, le=3600, description="seconds for the head to answer")
-    join_deadline: int = Field(300, ge=5, le=7200, description="seconds for every node to join Ray")
+    join_deadline: int | None = Field(
+        None,
+        ge=5,
+        le=7200,
+        description="seconds for every node to join Ray (default: grows with the node count, "
+        "see render.plan.join_deadline)",
+    )
     join_retries: int = Field(3, ge=1, le=20, description="ray start attempts per worker")
+    # Ray's own autoscaler keeps at most 10 node launches in flight
+    # (AUTOSCALER_MAX_CONCURRENT_LAUNCHES, ray 2.60 autoscaler/_private/constants.py)
+    join_wave: int | None = Field(
+        32,
+        ge=1,
+        le=4096,
+        description="at most this many workers start Ray at once, the next as one joins "
+        "(null: all at once); lower it where nodes share cores (the dev cluster)",
+    )
 
 
 class SelftestSpec(Section):

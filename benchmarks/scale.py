@@ -1,0 +1,278 @@
+"""How each phase of a job grows with its node count, measured on the real dev cluster.
+
+One run renders the CPU example at N = 2, 4, 8, 16, 32 nodes (every node joined, self-test
+on), runs each with sbatch, and reads:
+  - each phase's seconds from the job's own timeline (timeline.json);
+  - the batch side's CPU seconds (the batch shell's own and its waited-for children's, from
+    /proc/PID/stat when it ends) and its peak resident memory (the batch shell's process tree,
+    sampled every 0.2 s);
+then fits every phase to a + b f(N), f one of 1, N, N log N, N^2 (least squares, the lowest
+Akaike score), and extrapolates to 128, 512 and 1024 nodes with the fitted constants.
+
+    python -m benchmarks.scale [--nodes 2 4 8 16 32] [--plot docs/scale.png]
+
+It brings the dev cluster to max(--nodes) nodes first (`clusterctl dev-cluster up --nodes`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks import save_results
+from clusterctl.jobs.records import read_timeline, summarize
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "cpu-dev-cluster.yaml"
+EXTRAPOLATE = (128, 512, 1024)
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+GROWTHS: dict[str, Callable[[float], float]] = {
+    "constant": lambda n: 0.0,
+    "N": lambda n: n,
+    "N log N": lambda n: n * math.log2(n),
+    "N^2": lambda n: n * n,
+}
+
+
+@dataclass(frozen=True)
+class Fit:
+    growth: str
+    a: float
+    b: float
+    rss: float
+
+    def at(self, nodes: float) -> float:
+        return self.a + self.b * GROWTHS[self.growth](nodes)
+
+
+def fit_one(growth: str, xs: list[float], ys: list[float]) -> Fit:
+    """Least squares y = a + b f(x), b >= 0 (a phase does not get faster with more nodes:
+    a negative slope is noise, fitted as a constant)."""
+    f = [GROWTHS[growth](x) for x in xs]
+    mean_f, mean_y = sum(f) / len(f), sum(ys) / len(ys)
+    spread = sum((v - mean_f) ** 2 for v in f)
+    b = max(0.0, sum((v - mean_f) * (y - mean_y) for v, y in zip(f, ys)) / spread) if spread else 0
+    a = mean_y - b * mean_f
+    rss = sum((y - a - b * v) ** 2 for v, y in zip(f, ys))
+    return Fit(growth, a, b, rss)
+
+
+def fit_growth(xs: list[float], ys: list[float]) -> Fit:
+    """The growth that explains the points best for its parameters (Akaike's criterion,
+    n log(RSS/n) + 2k: a slope must pay for itself); ties go to the slower growth."""
+    n = len(xs)
+
+    def score(fit: Fit) -> float:
+        k = 1 if fit.growth == "constant" or fit.b == 0 else 2
+        return n * math.log(max(fit.rss, 1e-9) / n) + 2 * k
+
+    fits = [fit_one(g, xs, ys) for g in GROWTHS]
+    return min(fits, key=lambda fit: (round(score(fit), 6), list(GROWTHS).index(fit.growth)))
+
+
+# ---- one job --------------------------------------------------------------------------------
+
+
+def batch_shell(job_id: str) -> int | None:
+    """The pid of the job's batch shell (slurmstepd runs the script it spooled)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(part.endswith(f"job{int(job_id):05d}/slurm_script".encode()) for part in cmd):
+            return int(proc.name)
+    return None
+
+
+def tree(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(proc.name))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
+
+
+class BatchSampler(threading.Thread):
+    """The batch side's CPU seconds and peak resident memory, read from /proc."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(daemon=True)
+        self.job_id, self.cpu, self.peak_rss, self.stop = job_id, 0.0, 0, threading.Event()
+
+    def run(self) -> None:
+        pid = None
+        while not self.stop.is_set():
+            pid = pid or batch_shell(self.job_id)
+            if pid:
+                try:
+                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                    # utime stime cutime cstime: its own and its waited-for children's
+                    self.cpu = sum(int(v) for v in fields[11:15]) / CLK_TCK
+                except (OSError, IndexError, ValueError):
+                    pid = None
+                rss = 0
+                for p in tree(pid) if pid else []:
+                    try:
+                        rss += int(Path(f"/proc/{p}/statm").read_text().split()[1]) * PAGE
+                    except (OSError, IndexError, ValueError):
+                        pass
+                self.peak_rss = max(self.peak_rss, rss)
+            time.sleep(0.2)
+
+
+def run_job(nodes: int, work: Path) -> dict[str, object]:
+    bundle = work / "bundle"
+    subprocess.run(
+        ["clusterctl", "render", str(EXAMPLE), "-o", str(bundle), "--set", f"slurm.nodes={nodes}"],
+        check=True,
+        capture_output=True,
+    )
+    script = bundle / "job.sbatch"
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", str(script)], cwd=work, capture_output=True, text=True, check=True
+    )
+    job_id = submitted.stdout.strip().split(";")[0]
+    sampler = BatchSampler(job_id)
+    sampler.start()
+    while subprocess.run(
+        ["squeue", "-h", "-j", job_id], capture_output=True, text=True
+    ).stdout.strip():
+        time.sleep(1)
+    sampler.stop.set()
+    sampler.join()
+    (log_dir,) = sorted((work / "clusterctl-logs").glob("*"))[-1:]
+    record = summarize(log_dir, read_timeline(log_dir))
+    return {
+        "nodes": nodes,
+        "status": record.status,
+        "cause": record.cause,
+        "phases": {row.phase: row.seconds for row in record.rows if row.seconds is not None},
+        "batch_cpu_s": sampler.cpu,
+        "batch_peak_rss_mib": sampler.peak_rss / 2**20,
+        "script_bytes": script.stat().st_size,
+        "containers_left": len(
+            subprocess.run(
+                ["docker", "ps", "-aq", "--filter", f"label=clusterctl.job={job_id}"],
+                capture_output=True,
+                text=True,
+            ).stdout.split()
+        ),
+    }
+
+
+# ---- report ---------------------------------------------------------------------------------
+
+
+def series(runs: list[dict[str, object]]) -> dict[str, tuple[list[float], list[float]]]:
+    """Every measured quantity by name: (nodes, values)."""
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    for run in runs:
+        n = float(run["nodes"])  # type: ignore[arg-type]
+        values = {**run["phases"]}  # type: ignore[dict-item]
+        values["start to workload"] = sum(
+            v for k, v in run["phases"].items() if k not in ("workload", "cleanup")  # type: ignore[union-attr]
+        )
+        values["batch CPU s"] = run["batch_cpu_s"]
+        values["batch peak MiB"] = run["batch_peak_rss_mib"]
+        values["script bytes"] = run["script_bytes"]
+        for name, value in values.items():
+            xs, ys = out.setdefault(name, ([], []))
+            xs.append(n)
+            ys.append(float(value))
+    return out
+
+
+def table(runs: list[dict[str, object]]) -> str:
+    data = series(runs)
+    sizes = [int(r["nodes"]) for r in runs]  # type: ignore[call-overload]
+    head = " | ".join(f"N={n}" for n in sizes) + " | " + " | ".join(f"~N={n}" for n in EXTRAPOLATE)
+    lines = [f"| quantity | {head} | growth |", "|---" * (len(sizes) + len(EXTRAPOLATE) + 2) + "|"]
+    for name, (xs, ys) in data.items():
+        if len(xs) < len(sizes):
+            continue  # a phase some runs did not reach
+        fit = fit_growth(xs, ys)
+        measured = " | ".join(f"{y:.4g}" for y in ys)
+        guessed = " | ".join(f"{fit.at(n):.4g}" for n in EXTRAPOLATE)
+        slope = f"{fit.b:.3g} x {fit.growth}" if fit.growth != "constant" and fit.b else "constant"
+        lines.append(f"| {name} | {measured} | {guessed} | {fit.a:.3g} + {slope} |")
+    return "\n".join(lines)
+
+
+def plot(runs: list[dict[str, object]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = series(runs)
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
+    grid = [2 ** (i / 4) for i in range(4, 41)]  # 2 .. 1024
+    for name, (xs, ys) in data.items():
+        if name in ("batch peak MiB", "script bytes") or len(xs) < len(runs):
+            continue
+        fit = fit_growth(xs, ys)
+        (line,) = ax.plot(xs, ys, "o", label=f"{name} ({fit.growth})")
+        ax.plot(grid, [max(fit.at(n), 0.05) for n in grid], "--", color=line.get_color(), lw=1)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("nodes (measured to the dots; dashed: fitted growth, extrapolated)")
+    ax.set_ylabel("seconds")
+    ax.set_title("clusterctl's phases by node count, CPU example on the dev cluster (2 cores)")
+    ax.legend(fontsize=7, loc="upper left")
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    print(f"plot: {path}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--nodes", type=int, nargs="+", default=[2, 4, 8, 16, 32])
+    parser.add_argument("--plot", type=Path, default=None, help="write the PNG plot here")
+    args = parser.parse_args()
+    subprocess.run(
+        ["clusterctl", "dev-cluster", "up", "--nodes", str(max(args.nodes)), "--gpus-per-node", "8"],
+        check=True,
+    )
+    runs = []
+    for nodes in args.nodes:
+        with tempfile.TemporaryDirectory() as tmp:
+            run = run_job(nodes, Path(tmp))
+        runs.append(run)
+        print(
+            f"{nodes} nodes: status {run['status']}, {run['phases']}, batch CPU "
+            f"{run['batch_cpu_s']:.1f}s, peak {run['batch_peak_rss_mib']:.0f} MiB, "
+            f"{run['containers_left']} containers left {run['cause'] or ''}",
+            flush=True,
+        )
+    print()
+    print(table(runs))
+    save_results("scale", runs)
+    if args.plot:
+        plot(runs, args.plot)
+
+
+if __name__ == "__main__":
+    main()
