@@ -393,8 +393,11 @@ class RaySpec(Section):
         None, description="dashboard / job submission port; default: per job"
     )
     client_port: Port | None = Field(None, description="Ray client server port; default: per job")
-    dashboard_agent_port: Port | None = Field(
-        None, description="dashboard agent HTTP port on every node; default: per job and node"
+    dashboard_agent_port: Literal[0] | Port | None = Field(
+        None,
+        description="dashboard agent HTTP port on every node; default: per job and node (13 "
+        "slots: nodes past them share one on separate hosts); 0: any free port, for more "
+        "nodes on one host (the dev cluster)",
     )
     node_timeout: int = Field(
         30,
