@@ -17,6 +17,8 @@ It brings the dev cluster to max(--nodes) nodes first (`clusterctl dev-cluster u
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import math
 import os
 import subprocess
@@ -61,9 +63,10 @@ def fit_one(growth: str, xs: list[float], ys: list[float]) -> Fit:
     f = [GROWTHS[growth](x) for x in xs]
     mean_f, mean_y = sum(f) / len(f), sum(ys) / len(ys)
     spread = sum((v - mean_f) ** 2 for v in f)
-    b = max(0.0, sum((v - mean_f) * (y - mean_y) for v, y in zip(f, ys)) / spread) if spread else 0
+    covariance = sum((v - mean_f) * (y - mean_y) for v, y in zip(f, ys, strict=True))
+    b = max(0.0, covariance / spread) if spread else 0.0
     a = mean_y - b * mean_f
-    rss = sum((y - a - b * v) ** 2 for v, y in zip(f, ys))
+    rss = sum((y - a - b * v) ** 2 for v, y in zip(f, ys, strict=True))
     return Fit(growth, a, b, rss)
 
 
@@ -134,10 +137,8 @@ class BatchSampler(threading.Thread):
                     pid = None
                 rss = 0
                 for p in tree(pid) if pid else []:
-                    try:
+                    with contextlib.suppress(OSError, IndexError, ValueError):
                         rss += int(Path(f"/proc/{p}/statm").read_text().split()[1]) * PAGE
-                    except (OSError, IndexError, ValueError):
-                        pass
                 self.peak_rss = max(self.peak_rss, rss)
             time.sleep(0.2)
 
@@ -185,14 +186,28 @@ def run_job(nodes: int, work: Path) -> dict[str, object]:
 # ---- report ---------------------------------------------------------------------------------
 
 
+# The timeline marks where each phase starts; these are the ones that take time (the others,
+# marks such as ray-joined or workload-done, last milliseconds). ray-head lasts from the head's
+# start until every node has joined.
+SHOWN = {
+    "preflight": "preflight (gather, judge, image)",
+    "containers": "containers",
+    "ray-head": "Ray head + every node joined",
+    "selftest": "self-test",
+    "workload": "workload",
+    "cleanup": "cleanup",
+}
+
+
 def series(runs: list[dict[str, object]]) -> dict[str, tuple[list[float], list[float]]]:
     """Every measured quantity by name: (nodes, values)."""
     out: dict[str, tuple[list[float], list[float]]] = {}
     for run in runs:
         n = float(run["nodes"])  # type: ignore[arg-type]
-        values = {**run["phases"]}  # type: ignore[dict-item]
+        phases: dict[str, float] = run["phases"]  # type: ignore[assignment]
+        values = {label: phases.get(name, 0.0) for name, label in SHOWN.items()}
         values["start to workload"] = sum(
-            v for k, v in run["phases"].items() if k not in ("workload", "cleanup")  # type: ignore[union-attr]
+            v for k, v in phases.items() if k not in ("workload", "workload-done", "cleanup")
         )
         values["batch CPU s"] = run["batch_cpu_s"]
         values["batch peak MiB"] = run["batch_peak_rss_mib"]
@@ -251,9 +266,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--nodes", type=int, nargs="+", default=[2, 4, 8, 16, 32])
     parser.add_argument("--plot", type=Path, default=None, help="write the PNG plot here")
+    parser.add_argument(
+        "--from-results", type=Path, help="print the table (and plot) of a saved run's JSON"
+    )
     args = parser.parse_args()
+    if args.from_results:
+        runs = json.loads(args.from_results.read_text())
+        print(table(runs))
+        if args.plot:
+            plot(runs, args.plot)
+        return
     subprocess.run(
-        ["clusterctl", "dev-cluster", "up", "--nodes", str(max(args.nodes)), "--gpus-per-node", "8"],
+        [
+            "clusterctl",
+            "dev-cluster",
+            "up",
+            "--nodes",
+            str(max(args.nodes)),
+            "--gpus-per-node",
+            "8",
+        ],
         check=True,
     )
     runs = []

@@ -384,3 +384,25 @@ def test_the_jobs_flow_reads_first_and_stays_short_at_any_size(example: Path, no
     assert "cc_main() {" in flow and "  cc_run_workload" in flow
     assert not [line for line in flow if line.startswith(("CC_JUDGES_PY=", "CC_RAY_WAIT_PY="))]
     assert lines[-1] == 'cc_main "$@"'
+
+
+@pytest.mark.parametrize(
+    ("nodes", "expected"), [(2, 300), (20, 300), (32, 480), (256, 3840), (1024, 7200)]
+)
+def test_the_join_deadline_grows_with_the_nodes_unless_set(nodes: int, expected: int) -> None:
+    example = ROOT / "examples" / "verl-gsm8k-mi300x.yaml"
+    spec = load_spec(example, [f"slurm.nodes={nodes}", "ray.join_deadline=null"]).spec
+    assert build_plan(spec).join_deadline == expected
+    script = render_bundle(spec).files[SCRIPT].content
+    assert f"\nCC_JOIN_DEADLINE={expected}\n" in script
+    spec = load_spec(example, [f"slurm.nodes={nodes}", "ray.join_deadline=45"]).spec
+    assert build_plan(spec).join_deadline == 45
+
+
+def test_join_wave_and_any_free_agent_port_reach_the_script() -> None:
+    example = ROOT / "examples" / "cpu-dev-cluster.yaml"
+    script = render_bundle(load_spec(example).spec).files[SCRIPT].content
+    assert "\nCC_JOIN_WAVE=4\n" in script and "\nCC_AGENT_PORT=0\n" in script
+    spec = load_spec(example, ["ray.join_wave=null", "ray.dashboard_agent_port=null"]).spec
+    script = render_bundle(spec).files[SCRIPT].content
+    assert "\nCC_JOIN_WAVE=0\n" in script and "\nCC_AGENT_PORT=''\n" in script

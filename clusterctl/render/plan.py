@@ -285,14 +285,15 @@ def ray_args(spec: JobSpec) -> tuple[list[str], list[str]]:
     return head, common
 
 
-JOIN_DEADLINE_FLOOR = 300  # seconds; up to 30 nodes
-JOIN_SECONDS_PER_NODE = 10
+# The dev cluster's 32 nodes, all on 2 cores, joined in 158 to 357 s (5 to 11 s a node,
+# docs/scale.md); nodes of a real cluster start their own processes in parallel.
+JOIN_DEADLINE_FLOOR = 300  # seconds; up to 20 nodes
+JOIN_SECONDS_PER_NODE = 15
 
 
 def join_deadline(spec: JobSpec) -> int:
     """ray.join_deadline, else one that grows with the nodes Ray must count: every raylet
-    registers with the one GCS, and on a shared host (the dev cluster) every node's start-up
-    shares its cores. Measured on the dev cluster: see docs/scale.md."""
+    registers with the one GCS, and with ray.join_wave only so many start at once."""
     if spec.ray.join_deadline is not None:
         return spec.ray.join_deadline
     return min(7200, max(JOIN_DEADLINE_FLOOR, JOIN_SECONDS_PER_NODE * spec.slurm.nodes))
