@@ -6,6 +6,10 @@ on), runs each with sbatch, and reads:
   - the batch side's CPU seconds (the batch shell's own and its waited-for children's, from
     /proc/PID/stat when it ends) and its peak resident memory (the batch shell's process tree,
     sampled every 0.2 s);
+  - every node's CPU seconds in each phase (its container's cgroup, sampled every 0.5 s): the
+    head's, the busiest worker's, and all nodes' together. On this host all nodes share 2
+    cores, so a phase's seconds grow with everybody's work; on a real cluster a phase lasts
+    about as long as its busiest node's and the head's work, which these separate;
 then fits every phase to a + b f(N), f one of 1, N, N log N, N^2 (least squares, the lowest
 Akaike score), and extrapolates to 128, 512 and 1024 nodes with the fitted constants.
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import math
 import os
@@ -143,6 +148,85 @@ class BatchSampler(threading.Thread):
             time.sleep(0.2)
 
 
+def _cgroup_cpu_seconds(container_id: str) -> float | None:
+    """A container's CPU seconds so far, from its cgroup (v1 cpuacct, or v2; cgroupfs or
+    systemd driver)."""
+    for path, scale in (
+        (f"/sys/fs/cgroup/cpuacct/docker/{container_id}/cpuacct.usage", 1e-9),
+        (f"/sys/fs/cgroup/docker/{container_id}/cpu.stat", 1e-6),
+        (f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/cpu.stat", 1e-6),
+    ):
+        try:
+            text = Path(path).read_text()
+        except OSError:
+            continue
+        if path.endswith("cpu.stat"):
+            fields = dict(line.split() for line in text.splitlines())
+            return int(fields["usage_usec"]) * scale
+        return int(text) * scale
+    return None
+
+
+class NodeCpuSampler(threading.Thread):
+    """Every node container's CPU seconds over time: [(epoch seconds, {node: CPU s})]."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(daemon=True)
+        self.job_id, self.stop = job_id, threading.Event()
+        self.samples: list[tuple[float, dict[str, float]]] = []
+
+    def run(self) -> None:
+        nodes: dict[str, str] = {}  # container id -> node
+        prefix = f"cc-{self.job_id}-"
+        while not self.stop.is_set():
+            listed = subprocess.run(
+                ["docker", "ps", "-q", "--no-trunc", "--filter", f"name=^{prefix}",
+                 "--format", "{{.ID}} {{.Names}}"],
+                capture_output=True, text=True,
+            ).stdout.split("\n")  # fmt: skip
+            for line in filter(None, listed):
+                cid, name = line.split()
+                nodes.setdefault(cid, name.removeprefix(prefix))
+            now = time.time()
+            usage = {}
+            for cid, node in nodes.items():
+                seconds = _cgroup_cpu_seconds(cid)
+                if seconds is not None:
+                    usage[node] = seconds
+            self.samples.append((now, usage))
+            time.sleep(0.5)
+
+
+def phase_cpu(
+    samples: list[tuple[float, dict[str, float]]], timeline: list[dict[str, object]], head: str
+) -> dict[str, dict[str, float]]:
+    """Per timed phase: the head's, the busiest worker's and all nodes' CPU seconds within it
+    (a node's usage carried forward from its last sample; 0 before its container exists)."""
+    marks = [(str(e["phase"]), float(e["t"])) for e in timeline if "t" in e and "phase" in e]
+
+    def usage_at(t: float) -> dict[str, float]:
+        seen: dict[str, float] = {}
+        for when, usage in samples:
+            if when > t:
+                break
+            seen.update(usage)
+        return seen
+
+    out: dict[str, dict[str, float]] = {}
+    for (phase, start), (_, end) in itertools.pairwise(marks):
+        if phase not in SHOWN:
+            continue
+        before, after = usage_at(start), usage_at(end)
+        spent = {node: after[node] - before.get(node, 0.0) for node in after}
+        workers = [v for node, v in spent.items() if node != head]
+        out[phase] = {
+            "head": spent.get(head, 0.0),
+            "busiest worker": max(workers, default=0.0),
+            "all nodes": sum(spent.values()),
+        }
+    return out
+
+
 def run_job(nodes: int, work: Path, sets: list[str]) -> dict[str, object]:
     bundle = work / "bundle"
     overrides = [arg for value in [f"slurm.nodes={nodes}", *sets] for arg in ("--set", value)]
@@ -156,21 +240,26 @@ def run_job(nodes: int, work: Path, sets: list[str]) -> dict[str, object]:
         ["sbatch", "--parsable", str(script)], cwd=work, capture_output=True, text=True, check=True
     )
     job_id = submitted.stdout.strip().split(";")[0]
-    sampler = BatchSampler(job_id)
+    sampler, node_cpu = BatchSampler(job_id), NodeCpuSampler(job_id)
     sampler.start()
+    node_cpu.start()
     while subprocess.run(
         ["squeue", "-h", "-j", job_id], capture_output=True, text=True
     ).stdout.strip():
         time.sleep(1)
-    sampler.stop.set()
-    sampler.join()
+    for thread in (sampler, node_cpu):
+        thread.stop.set()
+        thread.join()
     (log_dir,) = sorted((work / "clusterctl-logs").glob("*"))[-1:]
-    record = summarize(log_dir, read_timeline(log_dir))
+    timeline = read_timeline(log_dir)
+    record = summarize(log_dir, timeline)
+    head = "node1"  # the batch node hosts the head: SLURM gives the first node of node[1-N]
     return {
         "nodes": nodes,
         "status": record.status,
         "cause": record.cause,
         "phases": {row.phase: row.seconds for row in record.rows if row.seconds is not None},
+        "node_cpu_s": phase_cpu(node_cpu.samples, timeline, head),
         "batch_cpu_s": sampler.cpu,
         "batch_peak_rss_mib": sampler.peak_rss / 2**20,
         "script_bytes": script.stat().st_size,
@@ -210,6 +299,10 @@ def series(runs: list[dict[str, object]]) -> dict[str, tuple[list[float], list[f
         values["start to workload"] = sum(
             v for k, v in phases.items() if k not in ("workload", "workload-done", "cleanup")
         )
+        node_cpu: dict[str, dict[str, float]] = run.get("node_cpu_s", {})  # type: ignore[assignment]
+        for phase in ("ray-head", "selftest"):
+            for who, seconds in node_cpu.get(phase, {}).items():
+                values[f"{SHOWN[phase]}: CPU s, {who}"] = seconds
         values["batch CPU s"] = run["batch_cpu_s"]
         values["batch peak MiB"] = run["batch_peak_rss_mib"]
         values["script bytes"] = run["script_bytes"]
@@ -246,7 +339,8 @@ def plot(runs: list[dict[str, object]], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
     grid = [2 ** (i / 4) for i in range(4, 41)]  # 2 .. 1024
     for name, (xs, ys) in data.items():
-        if name in ("batch peak MiB", "script bytes") or len(xs) < len(runs):
+        # the nodes' CPU seconds are in the table: the plot keeps to the phases' seconds
+        if name in ("batch peak MiB", "script bytes") or "CPU s," in name or len(xs) < len(runs):
             continue
         fit = fit_growth(xs, ys)
         (line,) = ax.plot(xs, ys, "o", label=f"{name} ({fit.growth})")

@@ -210,6 +210,17 @@ def _hostile_variants(canary: str) -> list[tuple[str, dict[str, Any]]]:
             (f"container.workdir[{i}]", {"container": {"workdir": path_value}}),
             (f"container.load_from[{i}]", {"container": {"pull": "load", "load_from": path_value}}),
             (
+                f"container.load_stage[{i}]",
+                {
+                    "container": {
+                        "pull": "load",
+                        "load_from": "/data/x.tar",
+                        "load_via": "sbcast",
+                        "load_stage": path_value,
+                    }
+                },
+            ),
+            (
                 f"container.extra_args[{i}]",
                 {"container": {"extra_args": ["--cap-add", value.replace("\n", " ")]}},
             ),
@@ -293,7 +304,7 @@ def test_hostile_strings_never_run_when_the_script_is_read(tmp_path: Path) -> No
                 "set -u\n"
                 + _settings(bundle.script)
                 + (
-                    "\ndeclare -p CC_WORKLOAD CC_DOCKER_ARGS CC_LOG_ROOT CC_LOAD_FROM "
+                    "\ndeclare -p CC_WORKLOAD CC_DOCKER_ARGS CC_LOG_ROOT CC_LOAD_FROM CC_LOAD_STAGE "
                     "CC_JOB_SUBMIT_ARGS\n"
                 )
             )

@@ -135,6 +135,7 @@ def test_sbatch_value_with_space_or_newline_is_refused() -> None:
         ),
         ("ray: {num_gpus: 4}\n", "ray.num_gpus: Ray would offer 4 GPUs per node but the job asks"),
         ("container: {image: x, pull: load}\n", "container.load_from: pull: load needs"),
+        ("container: {image: x, load_via: sbcast}\n", "container.load_via: sbcast copies"),
         ("hardware: {preset: none}\nslurm: {gpus_per_node: 2}\n", "slurm.gpus_per_node: 2 GPUs"),
         ("network: {fabric: ethernet, hcas: [mlx5_0]}\n", "network.hcas: HCAs listed"),
         (

@@ -61,6 +61,7 @@ BINARIES = {
     "dockerd": "docker.io",
     "debootstrap": "debootstrap",
     "ip": "iproute2",
+    "unshare": "util-linux",  # each dev node's own disk (node_local_dir)
     "sshd": "openssh-server",
 }
 MARKER = "# managed by clusterctl dev-cluster"
@@ -344,7 +345,40 @@ def kill_slurmd(node: str) -> None:
 def start_slurmd(node: str) -> None:
     """Start one node's slurmd again (it picks up the job steps still running there)."""
     if not _pids(f"slurmd -f {SLURM_CONF} -N {node}$"):
-        run(["slurmd", "-f", str(SLURM_CONF), "-N", node], timeout=30, env=slurm_env())
+        _start_slurmd(node)
+
+
+# Each dev node's own disk: the same path in every node, a directory of its own behind it (a
+# bind mount in its slurmd's own mount namespace, which its job steps inherit). What sbcast
+# writes there lands in that node's directory alone, as on separate machines.
+NODE_LOCAL_DIR = STATE_DIR / "node-local"
+
+
+def node_local_dir(node: str) -> Path:
+    """Where NODE's NODE_LOCAL_DIR is, seen from this host."""
+    return STATE_DIR / "nodes" / node / "local"
+
+
+def _start_slurmd(node: str) -> None:
+    source = node_local_dir(node)
+    source.mkdir(parents=True, exist_ok=True)
+    NODE_LOCAL_DIR.mkdir(parents=True, exist_ok=True)
+    # slave: the host's later mounts (Docker's, other nodes') still reach the node
+    script = 'mount --bind "$1" "$2" && exec slurmd -f "$3" -N "$4"'
+    run(
+        ["unshare", "--mount", "--propagation", "slave", "sh", "-c", script, "sh",
+         str(source), str(NODE_LOCAL_DIR), str(SLURM_CONF), node],
+        timeout=30,
+        env=slurm_env(),
+    )  # fmt: skip
+
+
+def _has_node_local_dir(pid: int) -> bool:
+    """Was this slurmd started in a mount namespace of its own (by _start_slurmd)?"""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
+    except OSError:
+        return False
 
 
 def set_slurm_option(name: str, value: str | None) -> None:
@@ -396,8 +430,13 @@ def start_slurm(nodes: int, say: Say, gpus_per_node: int = 0) -> None:
         ok(["scancel", "--full", "-u", "root"])
     names = [f"node{i}" for i in range(1, nodes + 1)]
     for name in names:
-        if not _pids(f"slurmd -f {SLURM_CONF} -N {name}$"):
-            run(["slurmd", "-f", str(SLURM_CONF), "-N", name], timeout=30)
+        pids = _pids(f"slurmd -f {SLURM_CONF} -N {name}$")
+        if pids and not all(_has_node_local_dir(pid) for pid in pids):
+            say(f"restarting {name}'s slurmd, started without a node-local directory")
+            kill_slurmd(name)
+            pids = []
+        if not pids:
+            _start_slurmd(name)
     say(f"waiting for {nodes} SLURM nodes")
 
     def all_idle() -> bool:

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from clusterctl.spec.models import (
+    MAX_JOIN_DEADLINE,
     CommandWorkload,
     JobSpec,
     OpenRLHFWorkload,
@@ -296,7 +297,9 @@ def join_deadline(spec: JobSpec) -> int:
     registers with the one GCS, and with ray.join_wave only so many start at once."""
     if spec.ray.join_deadline is not None:
         return spec.ray.join_deadline
-    return min(7200, max(JOIN_DEADLINE_FLOOR, JOIN_SECONDS_PER_NODE * spec.slurm.nodes))
+    return min(
+        MAX_JOIN_DEADLINE, max(JOIN_DEADLINE_FLOOR, JOIN_SECONDS_PER_NODE * spec.slurm.nodes)
+    )
 
 
 def build_plan(spec: JobSpec) -> JobPlan:

@@ -352,6 +352,8 @@ def check_consistency(spec: JobSpec) -> list[tuple[FieldPath, str]]:
         out.append((("container", "load_from"), "pull: load needs the tarball path here"))
     if c.load_from and c.pull != "load":
         out.append((("container", "pull"), "load_from is set but pull is not 'load'"))
+    if c.load_via == "sbcast" and c.pull != "load":
+        out.append((("container", "load_via"), "sbcast copies the load_from tarball: pull: load"))
     if spec.network.fabric == "ethernet":
         if spec.network.hcas:
             out.append((("network", "hcas"), "HCAs listed but network.fabric is ethernet"))

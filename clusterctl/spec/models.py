@@ -301,6 +301,18 @@ class ContainerSpec(Section):
         description="image tarball for pull: load (clusterctl image save writes it and its "
         "image ID beside it: every node's image must then be that one)",
     )
+    load_via: Literal["shared", "sbcast"] = Field(
+        "shared",
+        description="pull: load: every node reads load_from from shared storage (shared), or "
+        "SLURM's sbcast reads it once and copies it down a tree to each node's load_stage "
+        "(sbcast); each node then loads its own copy and removes it",
+    )
+    # SLURM's sbcast page: "DEST should be on a file system local to that node"; its examples
+    # write to /tmp (slurm.schedmd.com/sbcast.html, Slurm 19.05 to 26.05)
+    load_stage: AbsPath = Field(
+        "/tmp",
+        description="node-local directory sbcast copies the tarball into (load_via: sbcast)",
+    )
     image_id: ImageId | None = Field(
         None,
         description="the image ID (sha256:...) every node must hold under container.image, as "
@@ -383,6 +395,10 @@ class NetworkSpec(Section):
     )
 
 
+# seconds: the longest join any job may wait for (render.plan.join_deadline caps its own at it)
+MAX_JOIN_DEADLINE = 7200
+
+
 class RaySpec(Section):
     """The Ray cluster inside the containers."""
 
@@ -426,7 +442,7 @@ class RaySpec(Section):
     join_deadline: int | None = Field(
         None,
         ge=5,
-        le=7200,
+        le=MAX_JOIN_DEADLINE,
         description="seconds for every node to join Ray (default: grows with the node count, "
         "see render.plan.join_deadline)",
     )

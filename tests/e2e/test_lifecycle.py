@@ -74,26 +74,36 @@ def test_a_pinned_image_id_fails_the_node_holding_another_image_under_the_tag(
     assert "containers" not in [e["phase"] for e in job.timeline()]
 
 
-def test_image_save_then_the_preflight_loads_it_over_another_image_on_one_node(
-    tmp_path: Path, node3_stale: str
-) -> None:
-    stale = cluster.put_other_image(node3_stale)
-    tarball = tmp_path / "shared" / "dev.tar"
-    spec_sets = ("container.pull=load", f"container.load_from={tarball}")
+@pytest.fixture(scope="module")
+def saved_image(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The dev image saved by `clusterctl image save` into a shared tarball: (its path, the
+    save's output)."""
+    tarball = tmp_path_factory.mktemp("shared") / "dev.tar"
     saved = run_cli(
-        "image", "save", str(CPU_EXAMPLE), *[a for s in spec_sets for a in ("--set", s)],
+        "image", "save", str(CPU_EXAMPLE),
+        "--set", "container.pull=load", "--set", f"container.load_from={tarball}",
         timeout=600,
     )  # fmt: skip
     assert saved.returncode == 0, saved.stderr
+    return tarball, saved.stdout
+
+
+def test_image_save_then_the_preflight_loads_it_over_another_image_on_one_node(
+    tmp_path: Path, node3_stale: str, saved_image: tuple[Path, str]
+) -> None:
+    stale = cluster.put_other_image(node3_stale)
+    tarball, saved = saved_image
+    spec_sets = ("container.pull=load", f"container.load_from={tarball}")
     good = image_id(cluster.DEV_IMAGE)
-    assert (tmp_path / "shared" / "dev.tar.id").read_text() == good + "\n"
-    assert f"saved {cluster.DEV_IMAGE} {good} to {tarball}" in saved.stdout
+    assert Path(f"{tarball}.id").read_text() == good + "\n"
+    assert f"saved {cluster.DEV_IMAGE} {good} to {tarball}" in saved
 
     job, rc, _ = sbatch(tmp_path, render(tmp_path, *spec_sets))
     assert rc == 0, job.log
     assert "workload sees 3 ray nodes" in job.log
     # node3 loaded the tarball over its other image; the shared engine kept its own
     assert image_id(cluster.DEV_IMAGE, node3_stale) == good != stale
+    assert f"[node3] loading {cluster.DEV_IMAGE} from {tarball}" in job.log
     assert (job.log_dir / "preflight" / "image-id").read_text().strip() == good
     checks = json.loads((job.log_dir / "preflight" / "verify.json").read_text())
     assert {r["node"] for r in checks if r["check"] == "image" and r["status"] == "ok"} == {
@@ -105,6 +115,74 @@ def test_image_save_then_the_preflight_loads_it_over_another_image_on_one_node(
     loaded = run_cli("image", "load", str(tarball), "--image", cluster.DEV_IMAGE, timeout=600)
     assert loaded.returncode == 0 and good in loaded.stdout, loaded.stderr
     assert containers_of(job) == [] and containers_of(job, node3_stale) == []
+
+
+def test_each_dev_node_has_a_disk_of_its_own(tmp_path: Path) -> None:
+    """The same path on every dev node is each node's own directory (what sbcast needs)."""
+    result = subprocess.run(
+        ["srun", "-N", "3", "--ntasks-per-node=1", "bash", "-c",
+         f'echo "$SLURMD_NODENAME" > {cluster.NODE_LOCAL_DIR}/who-{tmp_path.name}'],
+        capture_output=True, text=True, timeout=60, env=cluster.slurm_env(),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    for node in ("node1", "node2", "node3"):
+        written = cluster.node_local_dir(node) / f"who-{tmp_path.name}"
+        assert written.read_text() == f"{node}\n"
+        written.unlink()
+    assert not (cluster.NODE_LOCAL_DIR / f"who-{tmp_path.name}").exists()
+
+
+def test_sbcast_copies_the_tarball_to_every_nodes_disk_and_a_node_loads_its_own_copy(
+    tmp_path: Path, node3_stale: str, saved_image: tuple[Path, str]
+) -> None:
+    stale = cluster.put_other_image(node3_stale)
+    tarball, _ = saved_image
+    spec_sets = (
+        "container.pull=load",
+        f"container.load_from={tarball}",
+        "container.load_via=sbcast",
+        f"container.load_stage={cluster.NODE_LOCAL_DIR}",
+    )
+    job, rc, _ = sbatch(tmp_path, render(tmp_path, *spec_sets))
+    assert rc == 0, job.log
+    copy = f"{cluster.NODE_LOCAL_DIR}/cc-{job.job_id}-image.tar"
+    assert f"clusterctl: sbcast copied {tarball} to {copy} on every node" in job.log
+    # node3 loaded its own copy, never the shared tarball
+    assert f"[node3] loading {cluster.DEV_IMAGE} from {copy}" in job.log
+    assert f"from {tarball}" not in job.log
+    assert image_id(cluster.DEV_IMAGE, node3_stale) == image_id(cluster.DEV_IMAGE) != stale
+    # every node's copy is gone: the two that did not need it, and the one that loaded it
+    for node in ("node1", "node2", "node3"):
+        assert list(cluster.node_local_dir(node).glob("cc-*")) == [], node
+    assert containers_of(job) == [] and containers_of(job, node3_stale) == []
+
+
+def test_a_failed_sbcast_fails_the_node_that_needed_its_copy(
+    tmp_path: Path, node3_stale: str, saved_image: tuple[Path, str]
+) -> None:
+    cluster.put_other_image(node3_stale)
+    tarball, _ = saved_image
+    missing = tmp_path / "no-such-dir"
+    job, rc, elapsed = sbatch(
+        tmp_path,
+        render(
+            tmp_path,
+            "container.pull=load",
+            f"container.load_from={tarball}",
+            "container.load_via=sbcast",
+            f"container.load_stage={missing}",
+        ),
+    )
+    assert rc != 0
+    assert f"clusterctl: warning: sbcast {tarball} {missing}/cc-{job.job_id}-image.tar failed" in (
+        job.log
+    )
+    node, phase, cause = job.first_failure()
+    assert (node, phase) == ("node3", "preflight")
+    assert cause.startswith(
+        f"cannot read image tarball {missing}/cc-{job.job_id}-image.tar (sbcast's copy of {tarball}"
+    )
+    assert elapsed < FAIL_FAST_DEADLINE
 
 
 def canary_wheel(directory: Path) -> Path:
