@@ -304,8 +304,8 @@ def test_hostile_strings_never_run_when_the_script_is_read(tmp_path: Path) -> No
                 "set -u\n"
                 + _settings(bundle.script)
                 + (
-                    "\ndeclare -p CC_WORKLOAD CC_DOCKER_ARGS CC_LOG_ROOT CC_LOAD_FROM CC_LOAD_STAGE "
-                    "CC_JOB_SUBMIT_ARGS\n"
+                    "\ndeclare -p CC_WORKLOAD CC_DOCKER_ARGS CC_LOG_ROOT CC_LOAD_FROM "
+                    "CC_LOAD_STAGE CC_JOB_SUBMIT_ARGS\n"
                 )
             )
         probe = tmp_path / "probe.sh"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import functools
 import graphlib
 from importlib import resources
 
@@ -62,6 +63,7 @@ def module_sources(package: str) -> dict[str, str]:
     }
 
 
+@functools.cache  # a package's sources do not change within a process; every render asks
 def joined(package: str, entry: str, call: str = "main()") -> str:
     """PACKAGE's modules as one source that runs ENTRY's CALL, its value the exit status."""
     sources = module_sources(package)
