@@ -180,7 +180,7 @@ class NodeCpuSampler(threading.Thread):
         prefix = f"cc-{self.job_id}-"
         while not self.stop.is_set():
             listed = subprocess.run(
-                ["docker", "ps", "-q", "--no-trunc", "--filter", f"name=^{prefix}",
+                ["docker", "ps", "--no-trunc", "--filter", f"name=^{prefix}",
                  "--format", "{{.ID}} {{.Names}}"],
                 capture_output=True, text=True,
             ).stdout.split("\n")  # fmt: skip
@@ -227,6 +227,17 @@ def phase_cpu(
     return out
 
 
+def job_ended(job_id: str) -> bool:
+    """SLURM no longer lists the job. An squeue that fails (slurmctld slow to answer while
+    every node starts Ray on the same cores) says nothing: the job is asked about again."""
+    listed = subprocess.run(
+        ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, check=False
+    )
+    if listed.returncode != 0:
+        return "Invalid job id" in listed.stderr
+    return not listed.stdout.strip()
+
+
 def run_job(nodes: int, work: Path, sets: list[str]) -> dict[str, object]:
     bundle = work / "bundle"
     overrides = [arg for value in [f"slurm.nodes={nodes}", *sets] for arg in ("--set", value)]
@@ -243,9 +254,7 @@ def run_job(nodes: int, work: Path, sets: list[str]) -> dict[str, object]:
     sampler, node_cpu = BatchSampler(job_id), NodeCpuSampler(job_id)
     sampler.start()
     node_cpu.start()
-    while subprocess.run(
-        ["squeue", "-h", "-j", job_id], capture_output=True, text=True
-    ).stdout.strip():
+    while not job_ended(job_id):
         time.sleep(1)
     for thread in (sampler, node_cpu):
         thread.stop.set()

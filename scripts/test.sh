@@ -15,4 +15,19 @@ export CLUSTERCTL_VERL_PYTHON
 ruff check clusterctl tests benchmarks
 ruff format --check clusterctl tests benchmarks
 mypy
-python3 -m pytest -q --durations=40 "$@"
+if (($#)); then
+  exec python3 -m pytest -q --durations=40 "$@"
+fi
+# Test files that start no daemon, job, container or Ray of their own: renders, validation,
+# the frameworks' own judges (each a Python process of its own). They run on both cores
+# (pytest-xdist, a file per worker) after the rest, which run one at a time: those share the
+# one dev cluster, and their deadlines assume they have the machine to themselves.
+ON_BOTH_CORES=(
+  tests/test_cli.py tests/test_docs.py tests/test_doctor.py tests/test_doctor_corpus.py
+  tests/test_frameworks.py tests/test_gpu_real_output.py tests/test_import.py tests/test_lint.py
+  tests/test_memory.py tests/test_payload.py tests/test_profiles.py tests/test_real_configs.py
+  tests/test_reference.py tests/test_render.py tests/test_scale_fit.py tests/test_spec.py
+  tests/test_stall.py tests/test_verl_cpu_patches.py
+)
+python3 -m pytest -q --durations=30 "${ON_BOTH_CORES[@]/#/--ignore=}"
+python3 -m pytest -q --durations=30 -n 2 --dist loadfile "${ON_BOTH_CORES[@]}"

@@ -7,6 +7,7 @@ directory per release, so two OpenRLHF generations can be checked side by side.
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
 import sys
 from pathlib import Path
@@ -23,25 +24,24 @@ CACHE = Path.home() / ".cache" / "clusterctl" / "frameworks"
 
 
 def installed(package: str, version: str) -> tuple[str, ...]:
+    """PACKAGE==VERSION (no dependencies) in a directory of its own, installed once; under a
+    lock, since test files running at once (scripts/test.sh) may ask for the same one."""
     target = CACHE / f"{package}-{version}"
-    if not (target / ".complete").exists():
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--no-deps",
-                "--target",
-                str(target),
-                f"{package}=={version}",
-            ],
-            check=True,
-            timeout=600,
-        )
-        (target / ".complete").touch()
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f".{package}-{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / ".complete").exists():
+            _install(package, version, target)
     return (str(target),)
+
+
+def _install(package: str, version: str, target: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
+         f"{package}=={version}"],
+        check=True, timeout=600,
+    )  # fmt: skip
+    (target / ".complete").touch()
 
 
 @pytest.fixture(scope="module")
