@@ -24,10 +24,12 @@ fi
 # one dev cluster, and their deadlines assume they have the machine to themselves.
 ON_BOTH_CORES=(
   tests/test_cli.py tests/test_docs.py tests/test_doctor.py tests/test_doctor_corpus.py
-  tests/test_frameworks.py tests/test_gpu_real_output.py tests/test_import.py tests/test_lint.py
-  tests/test_memory.py tests/test_payload.py tests/test_profiles.py tests/test_real_configs.py
-  tests/test_reference.py tests/test_render.py tests/test_scale_fit.py tests/test_spec.py
-  tests/test_stall.py tests/test_verl_cpu_patches.py
+  tests/test_frameworks.py tests/test_gpu_real_output.py tests/test_hardening.py
+  tests/test_import.py tests/test_lint.py tests/test_logical_gpus.py tests/test_memory.py
+  tests/test_payload.py tests/test_profiles.py tests/test_property.py tests/test_real_configs.py
+  tests/test_reference.py tests/test_render.py tests/test_scale_fit.py
+  tests/test_script_functions.py tests/test_spec.py tests/test_stall.py
+  tests/test_verl_cpu_patches.py
 )
 python3 -m pytest -q --durations=30 "${ON_BOTH_CORES[@]/#/--ignore=}"
 python3 -m pytest -q --durations=30 -n 2 --dist loadfile "${ON_BOTH_CORES[@]}"
