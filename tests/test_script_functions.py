@@ -418,3 +418,29 @@ SECONDS=35; cc_check_progress; echo "progress: $(cat {tmp_path}/progress)"
 SECONDS=41; cc_check_progress"""
     steps = stall_watch(library, tmp_path, script)
     assert steps.stdout == "progress: step 1\nstall after 11s (watch.stall_seconds)\n", steps.stderr
+
+
+def test_nodes_read_the_waiters_own_count_of_the_nodes_alive(
+    library: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """cc_ray_alive reads the lines the waiter prints (its own say()); a worker left to
+    register waits for N/N, and gives up when its raylet is gone."""
+    from clusterctl.runtime.report import say
+
+    log = tmp_path / "cluster.log"
+    lines = []
+    for alive in (1, 3):
+        say(f"ray: {alive}/4 nodes alive")
+        lines.append(capsys.readouterr().out)
+    log.write_text("".join(lines))
+    setup = f"CC_LOG_DIR={tmp_path}; CC_JOIN_DEADLINE=30\n"
+    assert bash(library, setup + "cc_ray_alive").stdout == "3 4\n"
+    # the raylet is gone (docker top lists no raylet): the node would never register
+    gone = setup + 'docker() { echo "  PID COMMAND"; }\n'
+    gone += "if cc_node_await_registration; then echo 0; else echo $?; fi"
+    assert bash(library, gone).stdout == "1\n"
+    say("ray: 4/4 nodes alive")
+    log.write_text(log.read_text() + capsys.readouterr().out)
+    assert bash(library, gone).stdout == "0\n"
+    (tmp_path / "cluster.log").unlink()
+    assert bash(library, setup + "cc_ray_alive").stdout == ""
