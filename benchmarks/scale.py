@@ -39,6 +39,7 @@ from clusterctl.jobs.records import read_timeline, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "cpu-dev-cluster.yaml"
+HEAD = "node1"  # the batch node hosts the head: SLURM gives the first node of node[1-N]
 EXTRAPOLATE = (128, 512, 1024)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -174,6 +175,8 @@ class NodeCpuSampler(threading.Thread):
         super().__init__(daemon=True)
         self.job_id, self.stop = job_id, threading.Event()
         self.samples: list[tuple[float, dict[str, float]]] = []
+        # the head's processes: [(epoch seconds, {"PID KIND": CPU s})]
+        self.head_samples: list[tuple[float, dict[str, float]]] = []
 
     def run(self) -> None:
         nodes: dict[str, str] = {}  # container id -> node
@@ -193,15 +196,59 @@ class NodeCpuSampler(threading.Thread):
                 seconds = _cgroup_cpu_seconds(cid)
                 if seconds is not None:
                     usage[node] = seconds
+                if node == HEAD:
+                    self.head_samples.append((now, _container_processes(cid)))
             self.samples.append((now, usage))
             time.sleep(0.5)
 
 
-def phase_cpu(
-    samples: list[tuple[float, dict[str, float]]], timeline: list[dict[str, object]], head: str
+# The head container's processes, by what they are (their command line): which of them a
+# phase's head CPU went to. Ray's own are named as `ray start --head` starts them.
+HEAD_PROCESSES = (
+    ("gcs_server", "Ray GCS"),
+    ("raylet", "raylet"),
+    ("dashboard/agent.py", "dashboard agent"),
+    ("runtime_env/agent", "runtime-env agent"),
+    ("dashboard/dashboard.py", "dashboard"),
+    ("dashboard/modules", "dashboard"),
+    ("log_monitor", "log monitor"),
+    ("monitor.py", "autoscaler monitor"),
+    ("clusterctl-ray-wait", "clusterctl waiter"),  # CC_WAITER_BOOT, cluster.sh.j2
+    ("ray::", "Ray workers (probes, ranks)"),
+    ("default_worker.py", "Ray workers (probes, ranks)"),
+)
+
+
+def process_kind(cmdline: str) -> str:
+    return next((kind for mark, kind in HEAD_PROCESSES if mark in cmdline), "other")
+
+
+def _container_processes(container_id: str) -> dict[str, float]:
+    """CPU seconds of each process now in a container (cgroup v1 or v2), keyed "PID KIND"."""
+    for path in (
+        f"/sys/fs/cgroup/cpuacct/docker/{container_id}/cgroup.procs",
+        f"/sys/fs/cgroup/docker/{container_id}/cgroup.procs",
+        f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/cgroup.procs",
+    ):
+        try:
+            pids = Path(path).read_text().split()
+        except OSError:
+            continue
+        out = {}
+        for pid in pids:
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                out[f"{pid} {process_kind(cmd)}"] = (int(fields[11]) + int(fields[12])) / CLK_TCK
+        return out
+    return {}
+
+
+def phase_spent(
+    samples: list[tuple[float, dict[str, float]]], timeline: list[dict[str, object]]
 ) -> dict[str, dict[str, float]]:
-    """Per timed phase: the head's, the busiest worker's and all nodes' CPU seconds within it
-    (a node's usage carried forward from its last sample; 0 before its container exists)."""
+    """Per timed phase, the CPU seconds each sampled key spent within it (its usage carried
+    forward from its last sample; 0 before it first appears)."""
     marks = [(str(e["phase"]), float(e["t"])) for e in timeline if "t" in e and "phase" in e]
 
     def usage_at(t: float) -> dict[str, float]:
@@ -214,16 +261,39 @@ def phase_cpu(
 
     out: dict[str, dict[str, float]] = {}
     for (phase, start), (_, end) in itertools.pairwise(marks):
-        if phase not in SHOWN:
-            continue
-        before, after = usage_at(start), usage_at(end)
-        spent = {node: after[node] - before.get(node, 0.0) for node in after}
+        if phase in SHOWN:
+            before, after = usage_at(start), usage_at(end)
+            out[phase] = {key: after[key] - before.get(key, 0.0) for key in after}
+    return out
+
+
+def phase_cpu(
+    samples: list[tuple[float, dict[str, float]]], timeline: list[dict[str, object]], head: str
+) -> dict[str, dict[str, float]]:
+    """Per timed phase: the head's, the busiest worker's and all nodes' CPU seconds within it."""
+    out: dict[str, dict[str, float]] = {}
+    for phase, spent in phase_spent(samples, timeline).items():
         workers = [v for node, v in spent.items() if node != head]
         out[phase] = {
             "head": spent.get(head, 0.0),
             "busiest worker": max(workers, default=0.0),
             "all nodes": sum(spent.values()),
         }
+    return out
+
+
+def head_process_cpu(
+    samples: list[tuple[float, dict[str, float]]], timeline: list[dict[str, object]]
+) -> dict[str, dict[str, float]]:
+    """Per timed phase: the head's CPU seconds by kind of process (a process that ended keeps
+    the CPU seconds it was last seen with)."""
+    out: dict[str, dict[str, float]] = {}
+    for phase, spent in phase_spent(samples, timeline).items():
+        kinds: dict[str, float] = {}
+        for key, seconds in spent.items():
+            kind = key.split(" ", 1)[1]
+            kinds[kind] = kinds.get(kind, 0.0) + seconds
+        out[phase] = dict(sorted(kinds.items(), key=lambda kv: -kv[1]))
     return out
 
 
@@ -262,13 +332,14 @@ def run_job(nodes: int, work: Path, sets: list[str]) -> dict[str, object]:
     (log_dir,) = sorted((work / "clusterctl-logs").glob("*"))[-1:]
     timeline = read_timeline(log_dir)
     record = summarize(log_dir, timeline)
-    head = "node1"  # the batch node hosts the head: SLURM gives the first node of node[1-N]
     return {
         "nodes": nodes,
         "status": record.status,
         "cause": record.cause,
         "phases": {row.phase: row.seconds for row in record.rows if row.seconds is not None},
-        "node_cpu_s": phase_cpu(node_cpu.samples, timeline, head),
+        "node_cpu_s": phase_cpu(node_cpu.samples, timeline, HEAD),
+        "head_process_cpu_s": head_process_cpu(node_cpu.head_samples, timeline),
+        "selftest_parts_s": selftest_parts(log_dir),
         "batch_cpu_s": sampler.cpu,
         "batch_peak_rss_mib": sampler.peak_rss / 2**20,
         "script_bytes": script.stat().st_size,
@@ -280,6 +351,16 @@ def run_job(nodes: int, work: Path, sets: list[str]) -> dict[str, object]:
             ).stdout.split()
         ),
     }
+
+
+def selftest_parts(log_dir: Path) -> dict[str, float]:
+    """The self-test's own laps (tasks, pairs, torch-import, allreduce, ...) from the report
+    the head wrote to cluster.json; {} when the job did not get that far."""
+    try:
+        report = json.loads((log_dir / "cluster.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return dict(report.get("selftest", report).get("seconds") or {})
 
 
 # ---- report ---------------------------------------------------------------------------------
@@ -312,6 +393,9 @@ def series(runs: list[dict[str, object]]) -> dict[str, tuple[list[float], list[f
         for phase in ("ray-head", "selftest"):
             for who, seconds in node_cpu.get(phase, {}).items():
                 values[f"{SHOWN[phase]}: CPU s, {who}"] = seconds
+        parts: dict[str, float] = run.get("selftest_parts_s", {})  # type: ignore[assignment]
+        for part, seconds in parts.items():
+            values[f"self-test: {part}"] = seconds
         values["batch CPU s"] = run["batch_cpu_s"]
         values["batch peak MiB"] = run["batch_peak_rss_mib"]
         values["script bytes"] = run["script_bytes"]

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from benchmarks.scale import GROWTHS, fit_growth, phase_cpu
+from benchmarks.scale import GROWTHS, fit_growth, head_process_cpu, phase_cpu, process_kind
 
 SIZES = [2.0, 4.0, 8.0, 16.0, 32.0]
 
@@ -46,3 +46,37 @@ def test_each_phase_gets_the_cpu_its_nodes_spent_within_it() -> None:
     assert spent["ray-head"] == {"head": 3.0, "busiest worker": 2.0, "all nodes": 6.0}
     assert spent["containers"] == {"head": 1.5, "busiest worker": 0.25, "all nodes": 1.75}
     assert "cluster-ready" not in spent  # the last mark opens no timed phase
+
+
+def test_the_heads_cpu_is_split_by_the_process_that_spent_it() -> None:
+    # command lines as `ps` shows them in a dev head container (Ray 2.x, clusterctl's waiter)
+    assert (
+        process_kind(
+            "/usr/local/lib/python3.11/site-packages/ray/core/src/ray/gcs/gcs_server --log_dir=/tmp"
+        )
+        == "Ray GCS"
+    )
+    assert (
+        process_kind(
+            "python3 -c import hashlib, sys; ...; exec(compile(source.decode(), "
+            '"clusterctl-ray-wait.py", "exec")) 9210:ab12 --selftest'
+        )
+        == "clusterctl waiter"
+    )
+    assert process_kind("ray::Probe.collective") == "Ray workers (probes, ranks)"
+    assert (
+        process_kind("/usr/bin/python3 .../ray/dashboard/agent.py --node-ip-address=127.0.1.1")
+        == "dashboard agent"
+    )
+    assert process_kind("bash -c sleep infinity") == "other"
+    timeline = [{"phase": "ray-head", "t": 0.0}, {"phase": "selftest", "t": 10.0},
+                {"phase": "cluster-ready", "t": 20.0}]  # fmt: skip
+    samples = [
+        (0.0, {"10 Ray GCS": 1.0, "11 raylet": 0.5}),
+        (9.0, {"10 Ray GCS": 4.0, "11 raylet": 1.5, "40 Ray workers (probes, ranks)": 1.0}),
+        # worker 40 ended: it keeps its 1.0 s; worker 41 started in the self-test
+        (19.0, {"10 Ray GCS": 5.0, "11 raylet": 2.0, "41 Ray workers (probes, ranks)": 3.0}),
+    ]
+    spent = head_process_cpu(samples, timeline)
+    assert spent["ray-head"] == {"Ray GCS": 3.0, "raylet": 1.0, "Ray workers (probes, ranks)": 1.0}
+    assert spent["selftest"] == {"Ray workers (probes, ranks)": 3.0, "Ray GCS": 1.0, "raylet": 0.5}
