@@ -8,7 +8,15 @@ import random
 
 import pytest
 
-from benchmarks.scale import GROWTHS, fit_growth, head_process_cpu, phase_cpu, process_kind
+from benchmarks.scale import (
+    GROWTHS,
+    failures,
+    fit_growth,
+    head_process_cpu,
+    phase_cpu,
+    process_kind,
+    table,
+)
 
 SIZES = [2.0, 4.0, 8.0, 16.0, 32.0]
 
@@ -80,3 +88,18 @@ def test_the_heads_cpu_is_split_by_the_process_that_spent_it() -> None:
     spent = head_process_cpu(samples, timeline)
     assert spent["ray-head"] == {"Ray GCS": 3.0, "raylet": 1.0, "Ray workers (probes, ranks)": 1.0}
     assert spent["selftest"] == {"Ray workers (probes, ranks)": 3.0, "Ray GCS": 1.0, "raylet": 0.5}
+
+
+def test_a_failed_run_is_listed_not_fitted() -> None:
+    def run(nodes: int, status: int, seconds: float) -> dict[str, object]:
+        return {
+            "nodes": nodes, "status": status, "cause": "" if status == 0 else "node9 left",
+            "phases": {"ray-head": seconds}, "batch_cpu_s": 1.0, "batch_peak_rss_mib": 80.0,
+            "script_bytes": 1000,
+        }  # fmt: skip
+
+    runs = [run(2, 0, 2.0), run(4, 0, 4.0), run(8, 0, 8.0), run(16, 1, 0.0)]
+    printed = table(runs)
+    assert "N=16" not in printed
+    assert "| Ray head + every node joined | 2 | 4 | 8 |" in printed
+    assert failures(runs) == "N=16: failed (status 1): node9 left"

@@ -444,3 +444,13 @@ def test_nodes_read_the_waiters_own_count_of_the_nodes_alive(
     assert bash(library, gone).stdout == "0\n"
     (tmp_path / "cluster.log").unlink()
     assert bash(library, setup + "cc_ray_alive").stdout == ""
+
+
+@pytest.mark.parametrize(
+    "status, named", [(139, ", SIGSEGV"), (137, ", SIGKILL"), (143, ", SIGTERM"), (1, ""), (12, "")]
+)
+def test_a_status_a_signal_caused_is_named(library: Path, status: int, named: str) -> None:
+    # the waiter's 139 at 24 nodes here read "(exit 139)" alone
+    result = bash(library, f"cc_signal_of {status}")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == named
