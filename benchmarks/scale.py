@@ -26,6 +26,7 @@ import itertools
 import json
 import math
 import os
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -211,12 +212,18 @@ HEAD_PROCESSES = (
     ("runtime_env/agent", "runtime-env agent"),
     ("dashboard/dashboard.py", "dashboard"),
     ("dashboard/modules", "dashboard"),
+    ("ray-dashboard-", "dashboard"),  # the dashboard's module processes (forkserver)
+    ("bin/ray start", "ray start (CLI)"),
     ("log_monitor", "log monitor"),
     ("monitor.py", "autoscaler monitor"),
     ("clusterctl-ray-wait", "clusterctl waiter"),  # CC_WAITER_BOOT, cluster.sh.j2
     ("ray::", "Ray workers (probes, ranks)"),
     ("default_worker.py", "Ray workers (probes, ranks)"),
 )
+
+
+# the head's processes whose CPU the table shows: clusterctl's own, and Ray's two that grow
+SPLIT_SHOWN = ("clusterctl waiter", "Ray GCS", "dashboard")
 
 
 def process_kind(cmdline: str) -> str:
@@ -332,6 +339,11 @@ def run_job(nodes: int, work: Path, sets: list[str]) -> dict[str, object]:
     (log_dir,) = sorted((work / "clusterctl-logs").glob("*"))[-1:]
     timeline = read_timeline(log_dir)
     record = summarize(log_dir, timeline)
+    if record.status != 0:  # the temporary directory goes: keep what says why
+        kept = Path(os.environ.get("CLUSTERCTL_BENCH_RESULTS", "/var/tmp/clusterctl-bench"))
+        shutil.copytree(log_dir, kept / f"failed-{log_dir.name}", dirs_exist_ok=True)
+        for out in work.glob("clusterctl-*.out"):
+            shutil.copy(out, kept / f"failed-{log_dir.name}")
     return {
         "nodes": nodes,
         "status": record.status,
@@ -393,6 +405,12 @@ def series(runs: list[dict[str, object]]) -> dict[str, tuple[list[float], list[f
         for phase in ("ray-head", "selftest"):
             for who, seconds in node_cpu.get(phase, {}).items():
                 values[f"{SHOWN[phase]}: CPU s, {who}"] = seconds
+        by_process: dict[str, dict[str, float]] = run.get("head_process_cpu_s", {})  # type: ignore[assignment]
+        for phase in ("ray-head", "selftest"):
+            for kind in SPLIT_SHOWN:
+                values[f"{SHOWN[phase]}: head CPU s, {kind}"] = by_process.get(phase, {}).get(
+                    kind, 0.0
+                )
         parts: dict[str, float] = run.get("selftest_parts_s", {})  # type: ignore[assignment]
         for part, seconds in parts.items():
             values[f"self-test: {part}"] = seconds
@@ -406,7 +424,23 @@ def series(runs: list[dict[str, object]]) -> dict[str, tuple[list[float], list[f
     return out
 
 
+def succeeded(runs: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The runs whose job succeeded: a failed job's phases stop early, and its zeros are no
+    measurement of a phase's growth."""
+    return [run for run in runs if run["status"] == 0]
+
+
+def failures(runs: list[dict[str, object]]) -> str:
+    return "\n".join(
+        f"N={run['nodes']}: failed (status {run['status']}): {run['cause']}"
+        for run in runs
+        if run["status"] != 0
+    )
+
+
 def table(runs: list[dict[str, object]]) -> str:
+    """The successful runs' table (the failed ones are listed by `failures`)."""
+    runs = succeeded(runs)
     data = series(runs)
     sizes = [int(r["nodes"]) for r in runs]  # type: ignore[call-overload]
     head = " | ".join(f"N={n}" for n in sizes) + " | " + " | ".join(f"~N={n}" for n in EXTRAPOLATE)
@@ -428,6 +462,7 @@ def plot(runs: list[dict[str, object]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    runs = succeeded(runs)
     data = series(runs)
     fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
     grid = [2 ** (i / 4) for i in range(4, 41)]  # 2 .. 1024
@@ -469,6 +504,7 @@ def main() -> None:
     if args.from_results:
         runs = json.loads(args.from_results.read_text())
         print(table(runs))
+        print(failures(runs))
         if args.plot:
             plot(runs, args.plot)
         return
@@ -497,6 +533,7 @@ def main() -> None:
         )
     print()
     print(table(runs))
+    print(failures(runs))
     save_results("scale", runs)
     if args.plot:
         plot(runs, args.plot)
