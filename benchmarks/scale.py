@@ -107,12 +107,17 @@ def batch_shell(job_id: str) -> int | None:
     return None
 
 
+def _stat_fields(pid: int | str) -> list[str]:
+    """/proc/PID/stat's fields after the command name (state, ppid, ...; utime is [11])."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def tree(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
-                ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                ppid = int(_stat_fields(proc.name)[1])
             except (OSError, IndexError, ValueError):
                 continue
             children.setdefault(ppid, []).append(int(proc.name))
@@ -137,7 +142,7 @@ class BatchSampler(threading.Thread):
             pid = pid or batch_shell(self.job_id)
             if pid:
                 try:
-                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                    fields = _stat_fields(pid)
                     # utime stime cutime cstime: its own and its waited-for children's
                     self.cpu = sum(int(v) for v in fields[11:15]) / CLK_TCK
                 except (OSError, IndexError, ValueError):
@@ -150,23 +155,34 @@ class BatchSampler(threading.Thread):
             time.sleep(0.2)
 
 
+# A container's cgroup: v1 (its cpuacct controller), v2 with the cgroupfs driver, v2 with the
+# systemd driver.
+CGROUP_DIRS = (
+    "/sys/fs/cgroup/cpuacct/docker/{}",
+    "/sys/fs/cgroup/docker/{}",
+    "/sys/fs/cgroup/system.slice/docker-{}.scope",
+)
+
+
+def _cgroup_dir(container_id: str) -> Path | None:
+    dirs = (Path(d.format(container_id)) for d in CGROUP_DIRS)
+    return next((d for d in dirs if d.is_dir()), None)
+
+
 def _cgroup_cpu_seconds(container_id: str) -> float | None:
-    """A container's CPU seconds so far, from its cgroup (v1 cpuacct, or v2; cgroupfs or
-    systemd driver)."""
-    for path, scale in (
-        (f"/sys/fs/cgroup/cpuacct/docker/{container_id}/cpuacct.usage", 1e-9),
-        (f"/sys/fs/cgroup/docker/{container_id}/cpu.stat", 1e-6),
-        (f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/cpu.stat", 1e-6),
-    ):
-        try:
-            text = Path(path).read_text()
-        except OSError:
-            continue
-        if path.endswith("cpu.stat"):
-            fields = dict(line.split() for line in text.splitlines())
-            return int(fields["usage_usec"]) * scale
-        return int(text) * scale
-    return None
+    """A container's CPU seconds so far, from its cgroup (v1 cpuacct.usage in ns, or v2
+    cpu.stat's usage_usec)."""
+    cgroup = _cgroup_dir(container_id)
+    try:
+        if cgroup is None:
+            return None
+        if (cgroup / "cpuacct.usage").exists():
+            return int((cgroup / "cpuacct.usage").read_text()) * 1e-9
+        text = (cgroup / "cpu.stat").read_text()
+    except OSError:
+        return None  # the container is gone
+    fields = dict(line.split() for line in text.splitlines())
+    return int(fields["usage_usec"]) * 1e-6
 
 
 class NodeCpuSampler(threading.Thread):
@@ -231,24 +247,19 @@ def process_kind(cmdline: str) -> str:
 
 
 def _container_processes(container_id: str) -> dict[str, float]:
-    """CPU seconds of each process now in a container (cgroup v1 or v2), keyed "PID KIND"."""
-    for path in (
-        f"/sys/fs/cgroup/cpuacct/docker/{container_id}/cgroup.procs",
-        f"/sys/fs/cgroup/docker/{container_id}/cgroup.procs",
-        f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/cgroup.procs",
-    ):
-        try:
-            pids = Path(path).read_text().split()
-        except OSError:
-            continue
-        out = {}
-        for pid in pids:
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                out[f"{pid} {process_kind(cmd)}"] = (int(fields[11]) + int(fields[12])) / CLK_TCK
-        return out
-    return {}
+    """CPU seconds of each process now in a container (its cgroup), keyed "PID KIND"."""
+    cgroup = _cgroup_dir(container_id)
+    try:
+        pids = (cgroup / "cgroup.procs").read_text().split() if cgroup else []
+    except OSError:
+        return {}  # the container is gone
+    out = {}
+    for pid in pids:
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            fields = _stat_fields(pid)
+            out[f"{pid} {process_kind(cmd)}"] = (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return out
 
 
 def phase_spent(
@@ -402,11 +413,10 @@ def series(runs: list[dict[str, object]]) -> dict[str, tuple[list[float], list[f
             v for k, v in phases.items() if k not in ("workload", "workload-done", "cleanup")
         )
         node_cpu: dict[str, dict[str, float]] = run.get("node_cpu_s", {})  # type: ignore[assignment]
+        by_process: dict[str, dict[str, float]] = run.get("head_process_cpu_s", {})  # type: ignore[assignment]
         for phase in ("ray-head", "selftest"):
             for who, seconds in node_cpu.get(phase, {}).items():
                 values[f"{SHOWN[phase]}: CPU s, {who}"] = seconds
-        by_process: dict[str, dict[str, float]] = run.get("head_process_cpu_s", {})  # type: ignore[assignment]
-        for phase in ("ray-head", "selftest"):
             for kind in SPLIT_SHOWN:
                 values[f"{SHOWN[phase]}: head CPU s, {kind}"] = by_process.get(phase, {}).get(
                     kind, 0.0
