@@ -30,3 +30,11 @@ class SpecError(Exception):
 
 class UsageError(Exception):
     """A command was called in a way that cannot work (exit status 2)."""
+
+
+class Unreachable(UsageError):
+    """A host could not be reached over SSH; ``reason`` is why, in ssh's or paramiko's words."""
+
+    def __init__(self, alias: str, reason: str) -> None:
+        self.alias, self.reason = alias, reason
+        super().__init__(f"cannot reach {alias}: {reason}")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 from urllib.parse import urlsplit
 
-from clusterctl.errors import UsageError
+from clusterctl.errors import Unreachable, UsageError
 
 if TYPE_CHECKING:
     import paramiko
@@ -80,7 +80,8 @@ class Connection:
 
 
 def connect(alias: str, options: SshOptions) -> Connection:
-    """Connect to ALIAS; a UsageError saying why when that fails."""
+    """Connect to ALIAS; Unreachable saying why when that fails (a UsageError where the
+    options themselves cannot work)."""
     if options.transport == "openssh":
         return Connection(OpenSshRemote(alias, options))
     require_paramiko(f"reaching {alias} over SSH")
@@ -89,7 +90,7 @@ def connect(alias: str, options: SshOptions) -> Connection:
     except UsageError:
         raise
     except Exception as exc:
-        raise UsageError(f"cannot reach {alias}: {ssh_error(exc)}") from None
+        raise Unreachable(alias, ssh_error(exc)) from None
 
 
 def require_paramiko(what: str) -> None:
@@ -377,7 +378,7 @@ class OpenSshRemote:
             hint = ""
             if "Host key verification failed" in proc.stderr:
                 hint = " (add it to known_hosts, or --accept-new-host-keys)"
-            raise UsageError(f"cannot reach {alias}: {_last_line(proc.stderr)}{hint}")
+            raise Unreachable(alias, f"{_last_line(proc.stderr)}{hint}")
 
     def _has_own_master(self) -> bool:
         proc = subprocess.run(

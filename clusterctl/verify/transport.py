@@ -12,7 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from clusterctl.errors import UsageError
+from clusterctl.errors import Unreachable, UsageError
 from clusterctl.jobs.slurm import job_state
 from clusterctl.ssh import SshOptions, connect, require_paramiko, ssh_error
 
@@ -161,10 +161,10 @@ def _gather_one_ssh(script: str, alias: str, options: SshOptions) -> Gathered:
             sent = time.time()
             _, output, errors = remote.run("bash -s", script.encode(), GATHER_DEADLINE)
             received = time.time()
+    except Unreachable as exc:
+        return Gathered(alias, "", sent, time.time(), exc.reason, alias)
     except UsageError as exc:
-        return Gathered(
-            alias, "", sent, time.time(), str(exc).removeprefix(f"cannot reach {alias}: "), alias
-        )
+        return Gathered(alias, "", sent, time.time(), str(exc), alias)
     except Exception as exc:
         return Gathered(alias, "", sent, time.time(), ssh_error(exc), alias)
     return Gathered(
