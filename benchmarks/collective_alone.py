@@ -8,6 +8,11 @@ loopback TCP) from what the self-test adds around it. It runs inside the dev ima
 the probes' torch is:
 
     python -m benchmarks.collective_alone --ranks 2 4 8 16 24 32 48
+
+--rendezvous times the group's set-up alone (init_process_group, then one barrier), and
+--lazy-init sets torch's TORCH_GLOO_LAZY_INIT=1 (torch >= 2.7, c10d/ProcessGroupGloo.hpp:
+"Control whether or not connections are established in a full mesh or lazily as needed"), so
+each lap is run once in gloo's default full mesh and once lazily, alternating.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import socket
 import subprocess
 import sys
@@ -38,7 +44,8 @@ class _NoRay:
         return lambda cls: cls
 
 
-def _rank(rank: int, world: int, port: int, ready: Any, go: Any, out: Any) -> None:
+def _rank(rank: int, world: int, port: int, lazy: bool, ready: Any, go: Any, out: Any) -> None:
+    os.environ["TORCH_GLOO_LAZY_INIT"] = "1" if lazy else "0"  # read when the group is made
     import torch  # noqa: F401  # imported before the clock starts, as the probes' warm() does
 
     from clusterctl.runtime.probes import probe_class
@@ -50,15 +57,40 @@ def _rank(rank: int, world: int, port: int, ready: Any, go: Any, out: Any) -> No
     out.put((rank, probe.collective("allreduce", rank, world, "127.0.0.1", port, numel, "gloo")))
 
 
-def one_lap(world: int) -> dict[str, float]:
+def _rendezvous(
+    rank: int, world: int, port: int, lazy: bool, ready: Any, go: Any, out: Any
+) -> None:
+    """The group's set-up alone, as the probe makes it: the TCP store's rendezvous, gloo's
+    connections (all of them in the full mesh), one barrier; "seconds" is this rank's set-up."""
+    os.environ["TORCH_GLOO_LAZY_INIT"] = "1" if lazy else "0"
+    import torch.distributed as dist
+
+    ready.wait()
+    go.wait()
+    start = time.monotonic()
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+    )
+    dist.barrier()
+    seconds = time.monotonic() - start
+    dist.destroy_process_group()
+    out.put((rank, {"ok": True, "seconds": seconds}))
+
+
+def one_lap(world: int, rendezvous: bool = False, lazy: bool = False) -> dict[str, Any]:
     """The allreduce lap of WORLD ranks: seconds from the start to the last result, and the
-    ranks' average iteration (what the self-test reports as allreduce_seconds)."""
+    ranks' average iteration (what the self-test reports as allreduce_seconds); with
+    RENDEZVOUS the set-up alone, and the slowest rank's set-up."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     ctx = multiprocessing.get_context("spawn")
     ready, go, out = ctx.Barrier(world + 1), ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_rank, args=(r, world, port, ready, go, out)) for r in range(world)]
+    target = _rendezvous if rendezvous else _rank
+    procs = [
+        ctx.Process(target=target, args=(r, world, port, lazy, ready, go, out))
+        for r in range(world)
+    ]
     for proc in procs:
         proc.start()
     ready.wait()
@@ -70,33 +102,52 @@ def one_lap(world: int) -> dict[str, float]:
         proc.join()
     if not all(r["ok"] for _, r in results):
         raise SystemExit(f"{world} ranks: a wrong all-reduce result")
-    iteration = sum(r["seconds"] for _, r in results) / world
-    return {"ranks": world, "lap_s": round(lap, 3), "iteration_s": round(iteration, 4)}
+    row: dict[str, Any] = {"ranks": world, "lap_s": round(lap, 3)}
+    if rendezvous:
+        row["slowest_setup_s"] = round(max(r["seconds"] for _, r in results), 3)
+    else:
+        row["iteration_s"] = round(sum(r["seconds"] for _, r in results) / world, 4)
+    return {**row, **({"lazy_init": lazy} if rendezvous or lazy else {})}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4, 8, 16, 32])
+    parser.add_argument("--rendezvous", action="store_true", help="time the set-up alone")
+    parser.add_argument(
+        "--lazy-init", action="store_true", help="each lap also with TORCH_GLOO_LAZY_INIT=1"
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="laps per rank count and mode")
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    modes = [False, True] if args.lazy_init else [False]
     if args.inside:
         for world in args.ranks:
-            print(json.dumps(one_lap(world)), flush=True)
+            for _ in range(args.repeat):
+                for lazy in modes:  # alternating: a drift of the host hits both alike
+                    print(json.dumps(one_lap(world, args.rendezvous, lazy)), flush=True)
         return
+    flags = [f for f, on in (("--rendezvous", args.rendezvous), ("--lazy-init", args.lazy_init))
+             if on]  # fmt: skip
     ran = subprocess.run(
-        ["docker", "run", "--rm", "--network", "host", "-v", f"{ROOT}:/src:ro",
+        ["docker", "run", "--rm", "--init", "--network", "host", "-v", f"{ROOT}:/src:ro",
          "-e", "PYTHONPATH=/src", "-w", "/src", IMAGE,
-         "python3", "-m", "benchmarks.collective_alone", "--inside",
-         "--ranks", *map(str, args.ranks)],
+         "python3", "-m", "benchmarks.collective_alone", "--inside", *flags,
+         "--repeat", str(args.repeat), "--ranks", *map(str, args.ranks)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if ran.returncode != 0:
         sys.exit(f"the collective alone failed:\n{ran.stderr[-3000:]}")
     laps = [json.loads(line) for line in ran.stdout.splitlines() if line.startswith("{")]
     for lap in laps:
-        print(f"{lap['ranks']} ranks: allreduce lap {lap['lap_s']} s, "
-              f"iteration {lap['iteration_s']} s")  # fmt: skip
-    save_results("collective_alone", laps)
+        mode = " (lazy init)" if lap.get("lazy_init") else ""
+        if args.rendezvous:
+            print(f"{lap['ranks']} ranks{mode}: set-up lap {lap['lap_s']} s, "
+                  f"slowest rank {lap['slowest_setup_s']} s")  # fmt: skip
+        else:
+            print(f"{lap['ranks']} ranks{mode}: allreduce lap {lap['lap_s']} s, "
+                  f"iteration {lap['iteration_s']} s")  # fmt: skip
+    save_results("collective_rendezvous" if args.rendezvous else "collective_alone", laps)
 
 
 if __name__ == "__main__":
