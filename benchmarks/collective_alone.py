@@ -9,10 +9,10 @@ the probes' torch is:
 
     python -m benchmarks.collective_alone --ranks 2 4 8 16 24 32 48
 
---rendezvous times the group's set-up alone (init_process_group, then one barrier), and
---lazy-init sets torch's TORCH_GLOO_LAZY_INIT=1 (torch >= 2.7, c10d/ProcessGroupGloo.hpp:
-"Control whether or not connections are established in a full mesh or lazily as needed"), so
-each lap is run once in gloo's default full mesh and once lazily, alternating.
+--part group times the group's set-up alone (init_process_group, then one barrier), --part
+store the TCP store's alone (its constructor: connect, validate, ping). --lazy-init runs each
+lap also with TORCH_GLOO_LAZY_INIT=1, alternating (torch 2.13's c10d/ProcessGroupGloo.hpp:
+"Control whether or not connections are established in a full mesh or lazily as needed").
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def _rank(rank: int, world: int, port: int, lazy: bool, ready: Any, go: Any, out
     out.put((rank, probe.collective("allreduce", rank, world, "127.0.0.1", port, numel, "gloo")))
 
 
-def _rendezvous(
+def _group_setup(
     rank: int, world: int, port: int, lazy: bool, ready: Any, go: Any, out: Any
 ) -> None:
     """The group's set-up alone, as the probe makes it: the TCP store's rendezvous, gloo's
@@ -77,16 +77,37 @@ def _rendezvous(
     out.put((rank, {"ok": True, "seconds": seconds}))
 
 
-def one_lap(world: int, rendezvous: bool = False, lazy: bool = False) -> dict[str, Any]:
+def _store_alone(
+    rank: int, world: int, port: int, lazy: bool, ready: Any, go: Any, out: Any
+) -> None:
+    """The TCP store the group's set-up starts with, alone: rank 0 serves it, every rank is
+    its client (the constructor connects, validates and pings); "seconds" is this rank's."""
+    import torch.distributed as dist
+
+    ready.wait()
+    go.wait()
+    start = time.monotonic()
+    store = dist.TCPStore("127.0.0.1", port, world, rank == 0, wait_for_workers=False)
+    seconds = time.monotonic() - start
+    store.add("joined", 1)
+    while rank == 0 and int(store.add("joined", 0)) < world:  # the server outlives the clients
+        time.sleep(0.01)
+    out.put((rank, {"ok": True, "seconds": seconds}))
+
+
+PARTS = {"allreduce": _rank, "group": _group_setup, "store": _store_alone}
+
+
+def one_lap(world: int, part: str = "allreduce", lazy: bool = False) -> dict[str, Any]:
     """The allreduce lap of WORLD ranks: seconds from the start to the last result, and the
-    ranks' average iteration (what the self-test reports as allreduce_seconds); with
-    RENDEZVOUS the set-up alone, and the slowest rank's set-up."""
+    ranks' average iteration (what the self-test reports as allreduce_seconds); for the PART
+    "group" or "store" that set-up alone, and its slowest rank."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     ctx = multiprocessing.get_context("spawn")
     ready, go, out = ctx.Barrier(world + 1), ctx.Event(), ctx.Queue()
-    target = _rendezvous if rendezvous else _rank
+    target = PARTS[part]
     procs = [
         ctx.Process(target=target, args=(r, world, port, lazy, ready, go, out))
         for r in range(world)
@@ -103,17 +124,17 @@ def one_lap(world: int, rendezvous: bool = False, lazy: bool = False) -> dict[st
     if not all(r["ok"] for _, r in results):
         raise SystemExit(f"{world} ranks: a wrong all-reduce result")
     row: dict[str, Any] = {"ranks": world, "lap_s": round(lap, 3)}
-    if rendezvous:
+    if part != "allreduce":
         row["slowest_setup_s"] = round(max(r["seconds"] for _, r in results), 3)
     else:
         row["iteration_s"] = round(sum(r["seconds"] for _, r in results) / world, 4)
-    return {**row, **({"lazy_init": lazy} if rendezvous or lazy else {})}
+    return {**row, **({"lazy_init": lazy} if part != "allreduce" or lazy else {})}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4, 8, 16, 32])
-    parser.add_argument("--rendezvous", action="store_true", help="time the set-up alone")
+    parser.add_argument("--part", choices=list(PARTS), default="allreduce", help="what a lap times")
     parser.add_argument(
         "--lazy-init", action="store_true", help="each lap also with TORCH_GLOO_LAZY_INIT=1"
     )
@@ -125,10 +146,9 @@ def main() -> None:
         for world in args.ranks:
             for _ in range(args.repeat):
                 for lazy in modes:  # alternating: a drift of the host hits both alike
-                    print(json.dumps(one_lap(world, args.rendezvous, lazy)), flush=True)
+                    print(json.dumps(one_lap(world, args.part, lazy)), flush=True)
         return
-    flags = [f for f, on in (("--rendezvous", args.rendezvous), ("--lazy-init", args.lazy_init))
-             if on]  # fmt: skip
+    flags = ["--part", args.part, *(["--lazy-init"] if args.lazy_init else [])]
     ran = subprocess.run(
         ["docker", "run", "--rm", "--init", "--network", "host", "-v", f"{ROOT}:/src:ro",
          "-e", "PYTHONPATH=/src", "-w", "/src", IMAGE,
@@ -141,13 +161,15 @@ def main() -> None:
     laps = [json.loads(line) for line in ran.stdout.splitlines() if line.startswith("{")]
     for lap in laps:
         mode = " (lazy init)" if lap.get("lazy_init") else ""
-        if args.rendezvous:
+        if args.part != "allreduce":
             print(f"{lap['ranks']} ranks{mode}: set-up lap {lap['lap_s']} s, "
                   f"slowest rank {lap['slowest_setup_s']} s")  # fmt: skip
         else:
             print(f"{lap['ranks']} ranks{mode}: allreduce lap {lap['lap_s']} s, "
                   f"iteration {lap['iteration_s']} s")  # fmt: skip
-    save_results("collective_rendezvous" if args.rendezvous else "collective_alone", laps)
+    save_results(
+        "collective_alone" if args.part == "allreduce" else f"collective_{args.part}", laps
+    )
 
 
 if __name__ == "__main__":
