@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,10 +23,12 @@ import pytest
 from clusterctl.devcluster import cluster
 from clusterctl.devcluster.sshd import LoopbackSshd, start_loopback_sshd
 from tests.conftest import run_cli
+from tests.e2e.conftest import docker_socket_group, run_text, system_user
 from tests.e2e.test_jobs import (
     CPU_EXAMPLE,
     FAIL_FAST_DEADLINE,
     Job,
+    as_user,
     containers_of,
     finish,
     render,
@@ -183,6 +186,60 @@ def test_a_failed_sbcast_fails_the_node_that_needed_its_copy(
         f"cannot read image tarball {missing}/cc-{job.job_id}-image.tar (sbcast's copy of {tarball}"
     )
     assert elapsed < FAIL_FAST_DEADLINE
+
+
+# issue 42 item 3: in a shared load_stage (sticky and open to all, as /tmp) another user takes
+# the node-local copy's fixed name first; bob's sbcast cannot replace it (only a warning), and
+# the node that needs the copy fails naming it, never loading it
+def test_a_file_another_user_planted_at_the_copys_name_is_never_loaded(
+    node3_stale: str, saved_image: tuple[Path, str]
+) -> None:
+    stale = cluster.put_other_image(node3_stale)
+    system_user("cc-bob", docker_socket_group())
+    engine = Path(node3_stale.removeprefix("unix://"))
+    shutil.chown(engine, group=docker_socket_group())
+    stages = [cluster.node_local_dir(n) for n in ("node1", "node2", "node3")]
+    modes = [s.stat().st_mode & 0o7777 for s in stages]
+    workdir = Path(tempfile.mkdtemp(prefix="cc-bob-", dir="/tmp"))
+    planted = stages[2] / "unset"
+    try:
+        for stage in stages:
+            os.chmod(stage, 0o1777)
+        os.chmod(workdir, 0o755)
+        tarball = workdir / "dev.tar"  # where bob may read it
+        shutil.copy(saved_image[0], tarball)
+        shutil.copy(f"{saved_image[0]}.id", f"{tarball}.id")
+        script = render(
+            workdir,
+            "container.pull=load",
+            f"container.load_from={tarball}",
+            "container.load_via=sbcast",
+            f"container.load_stage={cluster.NODE_LOCAL_DIR}",
+        )
+        subprocess.run(["chown", "-R", "cc-bob", str(workdir)], check=True)
+        held = run_text(
+            [*as_user("cc-bob"), "sbatch", "--parsable", "--hold", str(script)], cwd=workdir
+        )
+        job = Job(held.split(";")[0], workdir)
+        planted = stages[2] / f"cc-{job.job_id}-image.tar"
+        planted.write_bytes(b"theirs")
+        os.chown(planted, 65534, 65534)  # nobody's
+        subprocess.run(["scontrol", "release", job.job_id], check=True, timeout=60)
+        assert finish(job) != 0
+        copy = f"{cluster.NODE_LOCAL_DIR}/cc-{job.job_id}-image.tar"
+        assert f"clusterctl: warning: sbcast {tarball} {copy} failed" in job.log
+        node, phase, cause = job.first_failure()
+        assert (node, phase) == ("node3", "preflight")
+        assert cause.startswith(f"{copy} is not this job's copy (another user's file"), cause
+        assert f"loading {cluster.DEV_IMAGE} from {copy}" not in job.log
+        assert image_id(cluster.DEV_IMAGE, node3_stale) == stale  # nothing was loaded there
+        assert planted.read_bytes() == b"theirs" and planted.stat().st_uid == 65534
+        assert containers_of(job) == [] and containers_of(job, node3_stale) == []
+    finally:
+        planted.unlink(missing_ok=True)
+        for stage, mode in zip(stages, modes, strict=True):
+            os.chmod(stage, mode)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def canary_wheel(directory: Path) -> Path:
@@ -365,6 +422,82 @@ def test_cancel_and_down_over_ssh_through_a_profile(login: LoopbackSshd, tmp_pat
 
 def _logins(server: LoopbackSshd) -> int:
     return (server.directory / "log").read_text().count("Accepted publickey")
+
+
+# issue 42 item 2: another user planted a link at the fallback control directory's fixed
+# name (no XDG runtime dir, a shared TMPDIR), pointing at a private directory of this user's
+# (so a check that follows it passes, and the link is repointed once the master is open):
+# the OpenSSH transport never follows it, its master lives in a directory of its own
+def test_the_openssh_master_never_lives_where_another_user_pointed(
+    login: LoopbackSshd, tmp_path: Path
+) -> None:
+    shared = Path(tempfile.mkdtemp(prefix="cc-"))  # short: a socket path has 107 bytes
+    theirs = shared / "mine-but-pointed-at"
+    try:
+        os.chmod(shared, 0o1777)
+        theirs.mkdir(mode=0o700)
+        planted = shared / f"clusterctl-ssh-{os.getuid()}"
+        planted.symlink_to(theirs)
+        os.lchown(planted, 65534, 65534)
+        env = {"HOME": str(login.directory), "TMPDIR": str(shared), "XDG_RUNTIME_DIR": ""}
+        listed = run_cli(
+            "ls", "--host", "login", "--ssh", "openssh", "--ssh-config", str(login.ssh_config),
+            "--remote-dir", str(tmp_path / "jobs"), "--remote-clusterctl", CLUSTERCTL,
+            env=env, timeout=120,
+        )  # fmt: skip
+        assert listed.returncode == 0, listed.stderr
+        assert list(theirs.iterdir()) == []  # no master socket through their link
+        assert planted.is_symlink() and os.readlink(planted) == str(theirs)
+        (own,) = shared.glob(f"cc-ssh-{os.getuid()}-*")
+        assert oct(own.lstat().st_mode & 0o777) == "0o700"
+        assert [p.is_socket() for p in own.iterdir()] == [True]  # the master, reused later
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+# issue 42 item 4: `logs --host` to a terminal: a job's log that carries terminal escapes
+# (a clipboard write, a screen clear) arrives over a real sshd and is shown, never obeyed
+def test_logs_over_ssh_to_a_terminal_shows_escapes_as_text(
+    login: LoopbackSshd, tmp_path: Path
+) -> None:
+    jobs = tmp_path / "jobs"
+    submitted = over_ssh(
+        login, jobs, "submit", str(CPU_EXAMPLE), "--host", "login", "--wait",
+        "--set", "slurm.nodes=1", *[a for s in FAST for a in ("--set", s)],
+        "--set", "workload.framework=command",
+        "--set", "workload.command=printf 'step 1 \\033]52;c;cHduZWQ=\\007 \\033[2J done\\n'",
+    )  # fmt: skip
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    job_id = re.search(r"^submitted job (\d+) on login ", submitted.stdout, re.M).group(1)  # type: ignore[union-attr]
+    argv = [
+        CLUSTERCTL, "logs", job_id, "--host", "login", "--phase", "workload",
+        "--ssh-config", str(login.ssh_config), "--remote-dir", str(jobs),
+        "--remote-clusterctl", CLUSTERCTL,
+    ]  # fmt: skip
+    shown = _on_a_terminal(argv, {**os.environ, "HOME": str(login.directory)})
+    assert "step 1 \\x1b]52;c;cHduZWQ=\\x07 \\x1b[2J done" in shown, shown
+    assert "\x1b]52" not in shown and "\x1b[2J" not in shown
+
+
+def _on_a_terminal(argv: list[str], env: dict[str, str]) -> str:
+    """ARGV's output as a terminal receives it (a pseudo-terminal on stdout and stderr)."""
+    import pty
+
+    main, side = pty.openpty()
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=side, stderr=side, env=env)
+    os.close(side)
+    chunks = []
+    while True:
+        try:
+            data = os.read(main, 65536)
+        except OSError:  # EIO: every writer has closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(main)
+    assert proc.wait(timeout=120) == 0, b"".join(chunks)
+    return b"".join(chunks).decode(errors="replace")
 
 
 @pytest.mark.parametrize(
