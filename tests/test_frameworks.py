@@ -8,6 +8,7 @@ directory per release, so two OpenRLHF generations can be checked side by side.
 from __future__ import annotations
 
 import fcntl
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -211,9 +212,15 @@ def test_validate_says_which_upstream_checks_ran(tmp_path: Path) -> None:
     env = {"CLUSTERCTL_FRAMEWORK_PATH": installed("openrlhf", "0.11.2")[0]}
     ran = run_cli("validate", str(ORL_DOTTED), env=env)
     assert ran.returncode == 0, ran.stderr
-    assert "OpenRLHF 0.11.2: its own parser and start-up checks ran" in ran.stderr
+    said = r"OpenRLHF 0\.11\.2 \(in /\S+/python[\d.]*\): its own parser and start-up checks ran"
+    assert re.search(said, ran.stderr), ran.stderr
     missing = run_cli("validate", str(ORL_DOTTED), "--set", "versions.openrlhf=0.11.1")
-    assert "OpenRLHF 0.11.1 is not installed here" in missing.stderr
+    # one line: neither the image (not here) nor a local release can judge it
+    assert (
+        "note: OpenRLHF 0.11.1 cannot be judged here: no local container engine has the image "
+        f"{load_spec(ORL_DOTTED).spec.container.image} with OpenRLHF in it, and no local Python "
+        "has OpenRLHF 0.11.1"
+    ) in missing.stderr
     assert "did not run" in missing.stderr
 
 
@@ -233,6 +240,15 @@ def local_model() -> Path:
     return ROOT / "tests" / "fixtures" / "memory" / "models" / "Qwen__Qwen2.5-0.5B-Instruct"
 
 
+def local_judge(release: str = "0.9.1") -> str:
+    """The local judge Python with verl RELEASE (CLUSTERCTL_VERL_PYTHON)."""
+    from clusterctl.lint.frameworks import verl_python
+
+    python = verl_python(release)
+    assert python is not None
+    return python
+
+
 def _verl(local_model: Path, *sets: str) -> list[str]:
     paths = [
         f"workload.overrides.actor_rollout_ref.model.path={local_model}",
@@ -250,7 +266,10 @@ def test_verl_example_passes_verls_own_validation(verl_python: str, local_model:
     ]
     spec = load_spec(VERL_EXAMPLE, paths).spec
     notes = fidelity_notes(spec)
-    assert notes == ["verl 0.9.1: its own validate_config ran on the composed ppo_trainer config"]
+    assert notes == [
+        f"verl 0.9.1 (in {local_judge()}): its own validate_config ran on the composed "
+        "ppo_trainer config"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -288,7 +307,9 @@ def test_verl_broken_variants_fail_with_verls_cause(
     verl_python: str, local_model: Path, sets: list[str], verl_says: str
 ) -> None:
     (finding,) = _verl(local_model, *sets)
-    assert finding.startswith("verl-startup-check: verl 0.9.1 refuses this config at start-up")
+    assert finding.startswith(
+        f"verl-startup-check: verl 0.9.1 (in {local_judge()}) refuses this config at start-up"
+    )
     assert verl_says in finding
 
 
@@ -308,7 +329,9 @@ def test_verl_model_on_the_hub_is_never_downloaded(verl_python: str) -> None:
     spec = load_spec(VERL_EXAMPLE).spec  # model: Qwen/Qwen2-7B-Instruct, a Hub name
     assert fidelity_findings(spec) == []
     (note,) = fidelity_notes(spec)
-    assert note.startswith("verl 0.9.1: validate_config could not run: the model-dependent")
+    assert note.startswith(
+        f"verl 0.9.1 (in {local_judge()}): validate_config could not run: the model-dependent"
+    )
 
 
 @pytest.mark.parametrize(
@@ -346,22 +369,28 @@ def test_a_workload_setting_that_contradicts_resume_is_refused() -> None:
 
 
 # verl 0.5.0 (the dev cluster's CPU example) has no validate_config: its checks run in
-# RayPPOTrainer.__init__, which the judge builds as main_ppo does (lint/verl_startup.py).
+# RayPPOTrainer.__init__, which the judge builds as main_ppo does
+# (framework/payload/verl_startup.py).
 CPU_VERL_EXAMPLE = ROOT / "examples" / "verl-grpo-cpu-dev-cluster.yaml"
 
 
 def test_verl_0_5_0_judges_the_cpu_example_in_its_trainer(verl_python: str) -> None:
-    ok = run_cli("validate", str(CPU_VERL_EXAMPLE))
+    """The local judge (the image is named absent, so a Python with verl 0.5.0 judges; the
+    image's own judge is in tests/e2e/test_verl_cpu.py)."""
+    local = ("--set", "container.image=clusterctl/not-here:0.5.0")
+    ok = run_cli("validate", str(CPU_VERL_EXAMPLE), *local)
     assert ok.returncode == 0, ok.stderr
-    assert "verl 0.5.0: its own validate_config ran on the composed ppo_trainer config" in (
+    judged_by = f"verl 0.5.0 (in {local_judge('0.5.0')})"
+    assert f"{judged_by}: its own validate_config ran on the composed ppo_trainer config" in (
         ok.stderr
     )
     # 3 workers, 2 samples per prompt: a batch of 5 prompts is 10 sequences
     bad = run_cli(
-        "validate", str(CPU_VERL_EXAMPLE), "--set", "workload.overrides.data.train_batch_size=5"
-    )
+        "validate", str(CPU_VERL_EXAMPLE), *local,
+        "--set", "workload.overrides.data.train_batch_size=5",
+    )  # fmt: skip
     assert bad.returncode == 2
     assert (
-        "[verl-startup-check] verl 0.5.0 refuses this config at start-up: AssertionError: "
+        f"[verl-startup-check] {judged_by} refuses this config at start-up: AssertionError: "
         "real_train_batch_size (10) must be divisible by minimal possible batch size (3)"
     ) in bad.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -13,11 +14,12 @@ from typing import Any
 import pytest
 import yaml
 
+from clusterctl.framework.judge import Judge
 from clusterctl.lint import frameworks
 from clusterctl.memory.ledger import GIB, GpuPlan, Phase, Term, gib, judge
 from clusterctl.memory.model import Model
 from clusterctl.memory.openrlhf import Settings, model_request, plan_openrlhf, trained_request
-from clusterctl.memory.plan import NoPlan, estimator_python, openrlhf_facts, plan, verl_facts
+from clusterctl.memory.plan import NoPlan, estimator_judge, openrlhf_facts, plan, verl_facts
 from clusterctl.memory.verl import plan_verl
 from clusterctl.spec import load_spec
 from clusterctl.spec.presets import PRESETS
@@ -150,17 +152,18 @@ def judge_openrlhf(case: dict[str, Any]) -> GpuPlan:
     """OpenRLHF's own parser and fix-ups on the case's argv (the release it names), then
     transformers' classes and DeepSpeed's estimators (openrlhf_memory.py) on its models."""
     site = installed("openrlhf", case["openrlhf"])[0]
-    verdict = frameworks.run_openrlhf_startup(site, OPENRLHF_ENTRY, tuple(openrlhf_argv(case)))
+    judge = Judge("openrlhf", case["openrlhf"], sys.executable, site=site)
+    verdict = frameworks.run_openrlhf_startup(judge, OPENRLHF_ENTRY, tuple(openrlhf_argv(case)))
     assert verdict["status"] == "ok", (case["id"], verdict)
     settings = Settings(verdict["args"])
-    python = estimator_python()
-    assert python is not None, "no Python with DeepSpeed (scripts/framework-judges.sh)"
+    estimator = estimator_judge(judge)
+    assert estimator is not None, "no Python with DeepSpeed (scripts/framework-judges.sh)"
     request = {
         "models": model_request(settings),
         "hf_home": None,
         "trained": trained_request(settings),
     }
-    facts = openrlhf_facts(python, json.dumps(request, sort_keys=True))
+    facts = openrlhf_facts(estimator, json.dumps(request, sort_keys=True))
     assert facts["status"] == "ok", (case["id"], facts)
     nodes, per_node = case["nodes"], case["gpus_per_node"]
     return plan_openrlhf(verdict["args"], facts, capacity(case), None, nodes, per_node)
@@ -179,7 +182,8 @@ def judged(verl_python: str) -> dict[str, GpuPlan]:
         requests = [
             {"config": "ppo_trainer", "overrides": overrides(c), "hf_home": None} for c in cases
         ]
-        for case, found in zip(cases, verl_facts(python, json.dumps(requests)), strict=True):
+        judge = Judge("verl", release, python)
+        for case, found in zip(cases, verl_facts(judge, json.dumps(requests)), strict=True):
             assert found["status"] == "ok", (case["id"], found)
             out[case["id"]] = plan_verl(found, capacity(case), None)
     for case in CASES:

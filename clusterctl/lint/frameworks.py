@@ -12,7 +12,6 @@ import ast
 import difflib
 import importlib.machinery
 import importlib.metadata
-import json
 import os
 import re
 import subprocess
@@ -22,6 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from clusterctl.framework.judge import NAMES, Judge, image_judge
 from clusterctl.lint.registry import Finding, Rule
 from clusterctl.spec.images import image_versions
 from clusterctl.spec.models import JobSpec, OpenRLHFWorkload, VerlWorkload
@@ -138,57 +138,80 @@ def _did_you_mean(name: str, options: set[str] | frozenset[str]) -> str:
     return f"; did you mean {near[0]!r}?" if near else ""
 
 
-def run_judge(
-    python: str,
-    script: str,
-    args: tuple[str, ...],
-    env: dict[str, str] | None = None,
-    stdin: str | None = None,
-    timeout: float = 300,
-) -> dict[str, Any]:
-    """Run one of the judge scripts beside this module; its last stdout line is JSON."""
-    judge = Path(__file__).with_name(script)
-    try:
-        proc = subprocess.run(
-            [python, str(judge), *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            env={**os.environ, **(env or {})},
-        )
-        return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
-    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
-        return {"status": "cannot-run", "message": f"the check itself failed: {exc}"}
-
-
 @cache
-def run_openrlhf_startup(site: str, entrypoint: str, argv: tuple[str, ...]) -> dict[str, Any]:
+def run_openrlhf_startup(judge: Judge, entrypoint: str, argv: tuple[str, ...]) -> dict[str, Any]:
     """OpenRLHF's own parser and start-up checks on ``argv`` (see openrlhf_startup.py)."""
-    return run_judge(sys.executable, "openrlhf_startup.py", (site, entrypoint, "--", *argv))
+    return judge.run("openrlhf_startup.py", (judge.site, entrypoint, "--", *argv))
 
 
-def openrlhf_verdict(site: Path, wl: OpenRLHFWorkload) -> dict[str, Any]:
+def openrlhf_verdict(judge: Judge, wl: OpenRLHFWorkload) -> dict[str, Any]:
     """OpenRLHF's verdict on exactly the argv the job passes (cached per argv)."""
     from clusterctl.render.plan import openrlhf_args
 
-    return run_openrlhf_startup(str(site), wl.entrypoint, tuple(openrlhf_args(wl)))
+    return run_openrlhf_startup(judge, wl.entrypoint, tuple(openrlhf_args(wl)))
 
 
-def verl_verdict(python: str, spec: JobSpec, wl: VerlWorkload, config: str) -> dict[str, Any]:
+def verl_verdict(judge: Judge, spec: JobSpec, wl: VerlWorkload, config: str) -> dict[str, Any]:
     """verl's verdict on exactly the overrides the job passes (cached per overrides)."""
-    return run_verl_startup(python, wl.entrypoint, config, *verl_judge_inputs(spec, wl))
+    return run_verl_startup(judge, wl.entrypoint, config, *verl_judge_inputs(spec, wl, judge))
 
 
 @cache
 def run_verl_startup(
-    python: str, entrypoint: str, config: str, overrides: tuple[str, ...], hf_home: str | None
+    judge: Judge, entrypoint: str, config: str, overrides: tuple[str, ...], hf_home: str | None
 ) -> dict[str, Any]:
     """verl's own validate_config on the composed config, and the memory plan's facts (see
     verl_startup.py)."""
     env = {"HF_HOME": hf_home} if hf_home else None
-    return run_judge(python, "verl_startup.py", (entrypoint, config, "--", *overrides), env)
+    return judge.run("verl_startup.py", (entrypoint, config, "--", *overrides), env)
+
+
+def spec_mounts(spec: JobSpec) -> tuple[tuple[str, str], ...]:
+    """The spec's mounts, (this machine's path, the container's), for a judge in the image."""
+    return tuple((m.source, m.target) for m in spec.container.mounts)
+
+
+def verl_judge(spec: JobSpec) -> Judge | None:
+    """Where verl's own checks run for SPEC: the job's image if a local engine has it, else
+    a local Python with the pinned verl, else None."""
+    in_image = image_judge("verl", spec.container.image, spec_mounts(spec))
+    if in_image is not None:
+        return in_image
+    python = verl_python(pinned_verl(spec))
+    if python is None:
+        return None
+    return Judge("verl", _verl_version(python) or "", python, site=(verl_site(python) or ("",))[0])
+
+
+def openrlhf_judge(spec: JobSpec, path: SearchPath = None) -> Judge | None:
+    """Where OpenRLHF's own checks run for SPEC: the job's image, else the pinned release on
+    PATH (default: sys.path and $CLUSTERCTL_FRAMEWORK_PATH) run by this Python, else None."""
+    if path is None:
+        in_image = image_judge("openrlhf", spec.container.image, spec_mounts(spec))
+        if in_image is not None:
+            return in_image
+    pinned = spec.versions.openrlhf
+    site = openrlhf_site(pinned, path)
+    if site is None:
+        return None
+    release = installed_version("openrlhf", (str(site),)) or pinned or ""
+    return Judge("openrlhf", release, sys.executable, site=str(site))
+
+
+def cannot_judge(framework: str, pinned: str | None, spec: JobSpec) -> str:
+    """One line: the release cannot be judged anywhere here, and what would judge it."""
+    name = NAMES[framework]
+    local = (
+        "CLUSTERCTL_VERL_PYTHON=a Python with it installed"
+        if framework == "verl"
+        else f"pip install --no-deps --target DIR openrlhf=={pinned or 'X'}; "
+        "CLUSTERCTL_FRAMEWORK_PATH=DIR"
+    )
+    return (
+        f"{name} {pinned or '(version unset)'} cannot be judged here: no local container engine "
+        f"has the image {spec.container.image} with {name} in it, and no local Python has "
+        f"{name} {pinned or ''} ({local})"
+    )
 
 
 @cache
@@ -244,23 +267,31 @@ def on_this_host(spec: JobSpec, container_path: str) -> str | None:
     return container_path if os.access(container_path, os.R_OK) else None
 
 
-def verl_judge_inputs(spec: JobSpec, wl: VerlWorkload) -> tuple[tuple[str, ...], str | None]:
-    """The job's overrides with model paths mapped to this machine through the spec's mounts,
-    and the HF cache the containers would use (HF_HOME under a mount), when readable here."""
+def verl_judge_inputs(
+    spec: JobSpec, wl: VerlWorkload, judge: Judge
+) -> tuple[tuple[str, ...], str | None]:
+    """The job's overrides and the HF cache the containers would use (HF_HOME). In the
+    image both are the container's paths, its mounts being there; on this machine model
+    paths are mapped through the spec's mounts, and the cache when it is readable here."""
     from clusterctl.render.plan import hydra_value, verl_argv
 
     overrides = []
+    hf_home = spec.container.env.get("HF_HOME")
     for item in verl_argv(spec, wl)[3:]:
         if item.startswith("--config-"):
             continue  # the config name travels on its own (verl_config)
         key, _, _value = item.partition("=")
         value = wl.overrides.get(key)
+        if judge.image is not None:
+            overrides.append(item)
+            continue
         if key.endswith(".path") and isinstance(value, str) and value.startswith("/"):
             host = on_this_host(spec, value)
             if host is not None:
                 item = f"{key}={hydra_value(host)}"
         overrides.append(item)
-    hf_home = spec.container.env.get("HF_HOME")
+    if judge.image is not None:
+        return tuple(overrides), hf_home if isinstance(hf_home, str) else None
     host_cache = on_this_host(spec, hf_home) if isinstance(hf_home, str) else None
     return tuple(overrides), host_cache
 
@@ -282,38 +313,39 @@ def _arg_named_in(message: str, wl: OpenRLHFWorkload) -> str | None:
 
 
 def check_openrlhf(
-    wl: OpenRLHFWorkload, pinned: str | None, path: SearchPath = None
+    spec: JobSpec, wl: OpenRLHFWorkload, path: SearchPath = None
 ) -> Iterator[Finding]:
     """Judge the arguments with the pinned OpenRLHF's own parser and start-up checks."""
-    site = openrlhf_site(pinned, path)
-    if site is None:
+    judge = openrlhf_judge(spec, path)
+    if judge is None:
         return
-    verdict = openrlhf_verdict(site, wl)
+    verdict = openrlhf_verdict(judge, wl)
     if verdict["status"] != "rejected":
         return
     message = verdict["message"]
     if "unrecognized arguments" in message:
-        flags = openrlhf_flags(wl.entrypoint, (str(site),)) or frozenset()
+        flags = openrlhf_flags(wl.entrypoint, (judge.site,)) if judge.image is None else None
+        refused = set(re.findall(r"--([\w.-]+)", message.split("unrecognized arguments", 1)[1]))
         for key in wl.args:
             name = key.lstrip("-")
-            if name not in flags:
+            if (name not in flags) if flags is not None else (name in refused):
                 other = name.replace(".", "_") if "." in name else None
                 hint = (
                     f"; this OpenRLHF uses {other!r}"
-                    if other in flags
-                    else _did_you_mean(name, flags)
+                    if flags and other in flags
+                    else _did_you_mean(name, flags or frozenset())
                 )
                 yield Finding(
                     OPENRLHF_UNKNOWN,
                     ("workload", "args", key),
-                    f"--{name} is not an argument of {wl.entrypoint}{hint}",
+                    f"--{name} is not an argument of {wl.entrypoint} in {judge}{hint}",
                 )
         return
     named = _arg_named_in(message, wl)
     yield Finding(
         OPENRLHF_STARTUP,
         ("workload", "args", named) if named else ("workload", "args"),
-        f"OpenRLHF {pinned or ''} refuses these arguments at start-up: {message}",
+        f"{judge} refuses these arguments at start-up: {message}",
     )
 
 
@@ -334,39 +366,32 @@ def _search_path() -> tuple[str, ...]:
 
 
 def fidelity_notes(spec: JobSpec, path: SearchPath = None) -> list[str]:
-    """Which upstream checks ran for this spec, and which could not run here and why."""
+    """Which upstream checks ran for this spec, where and in which release, and which could
+    not run here and why."""
     wl = spec.workload
     if isinstance(wl, OpenRLHFWorkload):
-        pinned = spec.versions.openrlhf
-        site = openrlhf_site(pinned, path)
-        if site is None:
-            return [
-                f"OpenRLHF {pinned or '(versions.openrlhf unset)'} is not installed here: its "
-                "parser and start-up checks did not run (pip install --no-deps --target DIR "
-                f"openrlhf=={pinned or 'X'}; CLUSTERCTL_FRAMEWORK_PATH=DIR)"
-            ]
-        verdict = openrlhf_verdict(site, wl)
+        judge = openrlhf_judge(spec, path)
+        if judge is None:
+            return [f"{cannot_judge('openrlhf', spec.versions.openrlhf, spec)}: its parser and "
+                    "start-up checks did not run"]  # fmt: skip
+        verdict = openrlhf_verdict(judge, wl)
         if verdict["status"] == "cannot-run":
-            return [f"OpenRLHF {pinned}: its start-up checks could not run: {verdict['message']}"]
+            return [f"{judge}: its start-up checks could not run: {verdict['message']}"]
         return [
-            f"OpenRLHF {pinned}: its own parser and start-up checks ran ({site}); "
-            "train() itself (datasets, models, Ray placement) needs GPUs and did not"
+            f"{judge}: its own parser and start-up checks ran; train() itself (datasets, "
+            "models, Ray placement) needs GPUs and did not"
         ]
     if isinstance(wl, VerlWorkload):
-        pinned = pinned_verl(spec) or "(versions.verl unset)"
         config, why = verl_config(wl)
-        python = verl_python(pinned_verl(spec))
         if config is None:
             return [f"verl's own checks did not run: {why}"]
-        if python is None:
-            return [
-                f"verl {pinned} is not installed here with its dependencies: validate_config "
-                f"did not run (CLUSTERCTL_VERL_PYTHON=a Python with verl=={pinned} installed)"
-            ]
-        verdict = verl_verdict(python, spec, wl, config)
+        verl = verl_judge(spec)
+        if verl is None:
+            return [f"{cannot_judge('verl', pinned_verl(spec), spec)}: validate_config did not run"]
+        verdict = verl_verdict(verl, spec, wl, config)
         if verdict["status"] == "cannot-run":
-            return [f"verl {pinned}: validate_config could not run: {verdict['message']}"]
-        return [f"verl {pinned}: its own validate_config ran on the composed {config} config"]
+            return [f"{verl}: validate_config could not run: {verdict['message']}"]
+        return [f"{verl}: its own validate_config ran on the composed {config} config"]
     return []
 
 
@@ -422,9 +447,10 @@ def check_verl(spec: JobSpec, wl: VerlWorkload, path: SearchPath = None) -> Iter
     """Unknown keys against verl's composed config (did-you-mean), then verl's own
     validate_config in a Python where the pinned verl is installed."""
     config, _why = verl_config(wl)
-    python = verl_python(pinned_verl(spec))
-    if path is None and python is not None and package_dir("verl") is None:
-        path = verl_site(python)  # verl lives only in the judge's Python
+    judge = verl_judge(spec)
+    if path is None and judge is not None and package_dir("verl") is None:
+        # verl lives only in the judge's Python; in the image Hydra refuses unknown keys
+        path = (judge.site,) if judge.image is None else None
     choices = group_choices(wl, path)
     keys = (verl_config_keys(config, path, choices) if config else None) or frozenset()
     unknown = False
@@ -439,11 +465,19 @@ def check_verl(spec: JobSpec, wl: VerlWorkload, path: SearchPath = None) -> Iter
                 ("workload", "overrides", key),
                 f"{key} is not in verl's {config} config{_did_you_mean(key, keys)}",
             )
-    if unknown or config is None or python is None:
+    if unknown or config is None or judge is None:
         return
-    verdict = verl_verdict(python, spec, wl, config)
+    verdict = verl_verdict(judge, spec, wl, config)
     if verdict["status"] == "rejected":
         message = verdict["message"]
+        missing = re.match(r"Hydra: Could not override '([^']+)'", message)
+        if missing and missing.group(1) in wl.overrides:  # a key this release does not have
+            yield Finding(
+                VERL_UNKNOWN,
+                ("workload", "overrides", missing.group(1)),
+                f"{missing.group(1)} is not in the {config} config of {judge}",
+            )
+            return
         named = next(
             (k for k in sorted(wl.overrides, key=len, reverse=True) if k.lstrip("+~") in message),
             None,
@@ -451,7 +485,7 @@ def check_verl(spec: JobSpec, wl: VerlWorkload, path: SearchPath = None) -> Iter
         yield Finding(
             VERL_STARTUP,
             ("workload", "overrides", named) if named else ("workload", "overrides"),
-            f"verl {pinned_verl(spec) or ''} refuses this config at start-up: {message}",
+            f"{judge} refuses this config at start-up: {message}",
         )
 
 
@@ -461,5 +495,5 @@ def fidelity_findings(spec: JobSpec, path: SearchPath = None) -> list[Finding]:
     if isinstance(wl, VerlWorkload):
         return list(check_verl(spec, wl, path))
     if isinstance(wl, OpenRLHFWorkload):
-        return list(check_openrlhf(wl, spec.versions.openrlhf, path))
+        return list(check_openrlhf(spec, wl, path))
     return []

@@ -2,9 +2,9 @@
 models and vLLM engines for the rollout, each role on its own GPUs unless colocated
 (--colocate_actor_ref, --colocate_critic_reward, --colocate_all_models; from 0.10.2 spelled
 --train.colocate_*). Every setting is read from the arguments OpenRLHF's own parser and
-start-up fix-ups produce (lint/openrlhf_startup.py); every model size from transformers' own
-classes; the trained roles' model states from DeepSpeed's own estimators
-(lint/openrlhf_memory.py)."""
+start-up fix-ups produce (framework/payload/openrlhf_startup.py); every model size from
+transformers' own classes; the trained roles' model states from DeepSpeed's own estimators
+(framework/payload/openrlhf_memory.py)."""
 
 from __future__ import annotations
 

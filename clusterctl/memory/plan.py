@@ -1,15 +1,16 @@
 """A spec's memory plan: verl's own composed config and the model's own classes (run in the
-pinned verl's Python, see lint/verl_memory.py), laid on the preset's GPUs."""
+pinned verl's Python, see framework/payload/verl_memory.py), laid on the preset's GPUs."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
 from packaging.version import Version
 
+from clusterctl.framework.judge import Judge
 from clusterctl.memory.ledger import GIB, GpuPlan
 from clusterctl.memory.openrlhf import (
     Settings,
@@ -34,24 +35,22 @@ class NoPlan:
 
 
 @cache
-def judge_facts(python: str, script: str, requests: str) -> tuple[dict[str, Any], ...]:
-    """A memory judge's facts (lint/verl_memory.py, lint/openrlhf_memory.py) for REQUESTS (a
-    JSON list), one per request, in one run."""
-    from clusterctl.lint.frameworks import run_judge
-
+def judge_facts(judge: Judge, script: str, requests: str) -> tuple[dict[str, Any], ...]:
+    """A memory judge's facts (framework/payload/verl_memory.py, openrlhf_memory.py) for
+    REQUESTS (a JSON list), one per request, in one run."""
     stdin = json.dumps({"requests": json.loads(requests)})
-    out = run_judge(python, script, (), stdin=stdin, timeout=600)
+    out = judge.run(script, (), stdin=stdin, timeout=600)
     if "results" in out:
         return tuple(out["results"])
     return tuple(out for _ in json.loads(requests))  # the run itself failed: every request
 
 
-def verl_facts(python: str, requests: str) -> tuple[dict[str, Any], ...]:
-    return judge_facts(python, "verl_memory.py", requests)
+def verl_facts(judge: Judge, requests: str) -> tuple[dict[str, Any], ...]:
+    return judge_facts(judge, "verl_memory.py", requests)
 
 
-def openrlhf_facts(python: str, request: str) -> dict[str, Any]:
-    (facts,) = judge_facts(python, "openrlhf_memory.py", f"[{request}]")
+def openrlhf_facts(judge: Judge, request: str) -> dict[str, Any]:
+    (facts,) = judge_facts(judge, "openrlhf_memory.py", f"[{request}]")
     return dict(facts)
 
 
@@ -86,81 +85,98 @@ def plan(spec: JobSpec) -> GpuPlan | NoPlan:
 
 
 def plan_verl_spec(spec: JobSpec, wl: VerlWorkload) -> GpuPlan | NoPlan:
-    from clusterctl.lint.frameworks import pinned_verl, verl_config, verl_python, verl_verdict
+    from clusterctl.lint.frameworks import (
+        cannot_judge,
+        pinned_verl,
+        verl_config,
+        verl_judge,
+        verl_verdict,
+    )
 
     config, why = verl_config(wl)
     if config is None:
         return NoPlan(why)
-    python = verl_python(pinned_verl(spec))
-    if python is None:
-        return NoPlan(
-            f"verl {pinned_verl(spec) or ''} is not installed here with its dependencies "
-            "(CLUSTERCTL_VERL_PYTHON)"
-        )
+    judge = verl_judge(spec)
+    if judge is None:
+        return NoPlan(cannot_judge("verl", pinned_verl(spec), spec))
     # the same run as verl's own start-up check (verl_startup.py): verl is imported once
-    facts = verl_verdict(python, spec, wl, config).get("memory") or {
+    facts = verl_verdict(judge, spec, wl, config).get("memory") or {
         "status": "cannot-run",
         "message": "the start-up check gave no memory facts",
     }
-    return plan_from_facts(spec, facts)
+    return judged_by(plan_from_facts(spec, facts), judge)
 
 
-def estimator_python() -> str | None:
-    """A Python of $CLUSTERCTL_VERL_PYTHON where DeepSpeed is installed beside torch and
-    transformers (scripts/framework-judges.sh puts it beside verl 0.9.1)."""
+def judged_by(result: GpuPlan | NoPlan, judge: Judge) -> GpuPlan | NoPlan:
+    """RESULT, its notes naming where the framework's own code gathered its facts."""
+    if isinstance(result, NoPlan):
+        return result
+    return replace(result, notes=(f"facts gathered by {judge}", *result.notes))
+
+
+def estimator_judge(judge: Judge) -> Judge | None:
+    """Where DeepSpeed's own estimators run beside torch and transformers: the job's image
+    (OpenRLHF's image has them), else a Python of $CLUSTERCTL_VERL_PYTHON where DeepSpeed is
+    installed (scripts/framework-judges.sh puts it beside verl 0.9.1)."""
     import os
 
     from clusterctl.lint.frameworks import installed_version, verl_site
 
+    if judge.image is not None:
+        return judge
     for python in os.environ.get("CLUSTERCTL_VERL_PYTHON", "").split(os.pathsep):
         if python and installed_version("deepspeed", verl_site(python)):
-            return python
+            return Judge("openrlhf", judge.release, python, site=judge.site)
     return None
 
 
 def plan_openrlhf_spec(spec: JobSpec, wl: OpenRLHFWorkload) -> GpuPlan | NoPlan:
-    from clusterctl.lint.frameworks import on_this_host, openrlhf_site, openrlhf_verdict
+    from clusterctl.lint.frameworks import (
+        cannot_judge,
+        on_this_host,
+        openrlhf_judge,
+        openrlhf_verdict,
+    )
 
     memory = PRESETS[spec.hardware.preset].gpu_memory
     if memory is None:
         return NoPlan(f"preset {spec.hardware.preset} states no GPU memory figure")
-    pinned = spec.versions.openrlhf
-    site = openrlhf_site(pinned)
-    if site is None:
-        return NoPlan(
-            f"OpenRLHF {pinned or ''} is not installed here (pip install --target DIR "
-            f"openrlhf=={pinned or 'X'}; CLUSTERCTL_FRAMEWORK_PATH=DIR)"
-        )
-    verdict = openrlhf_verdict(site, wl)
+    judge = openrlhf_judge(spec)
+    if judge is None:
+        return NoPlan(cannot_judge("openrlhf", spec.versions.openrlhf, spec))
+    verdict = openrlhf_verdict(judge, wl)
     if verdict["status"] != "ok" or "args" not in verdict:
-        return NoPlan(f"OpenRLHF's own start-up check did not pass: {verdict['message']}")
+        return NoPlan(f"{judge}: its own start-up check did not pass: {verdict['message']}")
     settings = Settings(verdict["args"])
     why = why_not(settings)
     if why is not None:
         return NoPlan(why)
-    python = estimator_python()
-    if python is None:
+    estimator = estimator_judge(judge)
+    if estimator is None:
         return NoPlan(
             "no Python with torch, transformers and DeepSpeed here for DeepSpeed's own "
             "estimators (CLUSTERCTL_VERL_PYTHON; bash scripts/framework-judges.sh)"
         )
     models = model_request(settings)
     hf_home = spec.container.env.get("HF_HOME")
-    cache = on_this_host(spec, hf_home) if isinstance(hf_home, str) else None
-    for role, model in models.items():
-        here = on_this_host(spec, model["path"]) if model["path"].startswith("/") else None
-        if here is None and cache is None:  # no config.json to read: the judge need not run
-            return NoPlan(
-                f"the {role} model's config.json is not on this machine ({model['path']}: "
-                "neither a readable path through the spec's mounts nor an HF_HOME cache)"
-            )
-        model["path"] = here or model["path"]
+    if estimator.image is not None:  # the container's own paths, its mounts being there
+        cache = hf_home if isinstance(hf_home, str) else None
+    else:
+        cache = on_this_host(spec, hf_home) if isinstance(hf_home, str) else None
+        for role, model in models.items():
+            here = on_this_host(spec, model["path"]) if model["path"].startswith("/") else None
+            if here is None and cache is None:  # no config.json to read: need not run
+                return NoPlan(
+                    f"the {role} model's config.json is not on this machine ({model['path']}: "
+                    "neither a readable path through the spec's mounts nor an HF_HOME cache)"
+                )
+            model["path"] = here or model["path"]
     request = {"models": models, "hf_home": cache, "trained": trained_request(settings)}
-    facts = openrlhf_facts(python, json.dumps(request, sort_keys=True))
+    facts = openrlhf_facts(estimator, json.dumps(request, sort_keys=True))
     if facts.get("status") != "ok":
         return NoPlan(f"the models could not be sized: {facts.get('message')}")
     vllm = Version(str(spec.versions.vllm)) if spec.versions.vllm else None
-    return plan_openrlhf(
+    found = plan_openrlhf(
         verdict["args"],
         facts,
         int(memory.gib * GIB),
@@ -168,3 +184,4 @@ def plan_openrlhf_spec(spec: JobSpec, wl: OpenRLHFWorkload) -> GpuPlan | NoPlan:
         spec.slurm.nodes,
         spec.slurm.gpus_per_node or 0,
     )
+    return judged_by(found, estimator)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterctl.devcluster.cluster import DEV_VERL_IMAGE
 from clusterctl.jobs.slurm import queued
 from tests.conftest import ROOT, run_cli
 from tests.e2e.test_jobs import FAIL_FAST_DEADLINE, Job, containers_of, finish, sbatch
@@ -53,6 +54,65 @@ def verl_job(workdir: Path, assets: Path, *sets: str, selftest: bool = False) ->
 
 def steps(job: Job) -> list[int]:
     return [int(s) for s in STEP.findall((job.log_dir / "workload.log").read_text())]
+
+
+# issue 46: no judge Python anywhere (none named, none beside clusterctl), only the job's own
+# image in the local engine: verl's own check and the memory plan run there, as the user, with
+# the spec's mounts read-only, and say so
+def test_validate_and_plan_judge_in_the_jobs_own_image(assets: Path) -> None:
+    nowhere = {"CLUSTERCTL_VERL_PYTHON": "", "CLUSTERCTL_FRAMEWORK_PATH": ""}
+    mount = ("--set", f"container.mounts=[{{source: {assets}, target: /verl}}]")
+    judge = f"verl 0.5.0 (in image {DEV_VERL_IMAGE})"
+    ok = run_cli("validate", str(EXAMPLE), *mount, env=nowhere)
+    assert ok.returncode == 0, ok.stderr
+    assert f"note: {judge}: its own validate_config ran on the composed ppo_trainer config" in (
+        ok.stderr
+    )
+    # a key verl 0.5.0's config lacks (Hydra in the image refuses it), and a value its
+    # trainer refuses: each named with its YAML line and the judge
+    typo = run_cli(
+        "validate", str(EXAMPLE), *mount, "--set", "workload.overrides.data.max_prompt_lenght=8",
+        env=nowhere,
+    )  # fmt: skip
+    assert typo.returncode == 2
+    assert re.search(
+        r'error: \S+\.yaml:\d+: workload\.overrides\["data\.max_prompt_lenght"\]: '
+        rf"\[verl-unknown-key\] data\.max_prompt_lenght is not in the ppo_trainer config of "
+        rf"{re.escape(judge)}",
+        typo.stderr,
+    ), typo.stderr
+    bad = run_cli(
+        "validate", str(EXAMPLE), *mount, "--set", "workload.overrides.data.train_batch_size=5",
+        env=nowhere,
+    )  # fmt: skip
+    assert bad.returncode == 2
+    assert f"[verl-startup-check] {judge} refuses this config at start-up: AssertionError: " in (
+        bad.stderr
+    )
+    # the per-GPU plan, from the facts verl and transformers gathered in the image on the
+    # assets' model (a GPU preset and a modelled rollout stand in for the CPU ones)
+    planned = run_cli(
+        "plan", str(EXAMPLE), *mount, "--json",
+        "--set", "hardware.preset=h100",
+        "--set", "workload.overrides.actor_rollout_ref.rollout.name=vllm",
+        env=nowhere,
+    )  # fmt: skip
+    assert planned.returncode == 0, planned.stderr
+    report = json.loads(planned.stdout)
+    assert report["judged"] is True, report
+    assert [p["node"] for p in report["placement"]] == [1, 2, 3]
+    assert f"facts gathered by {judge}" in report["notes"]
+    # a release no engine and no Python here has: one line, never "ok"
+    elsewhere = run_cli(
+        "validate", str(EXAMPLE), *mount, "--set", "container.image=clusterctl/not-here:1",
+        env=nowhere,
+    )  # fmt: skip
+    assert elsewhere.returncode == 0
+    assert (
+        "note: verl 0.5.0 cannot be judged here: no local container engine has the image "
+        "clusterctl/not-here:1 with verl in it, and no local Python has verl 0.5.0"
+    ) in elsewhere.stderr
+    assert "its own validate_config ran" not in elsewhere.stderr
 
 
 def checkpoints(assets: Path, workdir: Path) -> Path:

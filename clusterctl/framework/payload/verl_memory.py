@@ -26,8 +26,8 @@ from typing import Any
 for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ[_name] = "1"
 
-from model_facts import model_facts  # type: ignore[import-not-found]  # noqa: E402  (lint/)
-from verl_startup import compose_config, verl_roles  # type: ignore[import-not-found]  # noqa: E402  (lint/)
+from model_facts import model_facts  # type: ignore[import-not-found]  # noqa: E402  (payload/)
+from verl_startup import compose_config, verl_roles  # type: ignore[import-not-found]  # noqa: E402  (payload/)
 
 SECTIONS = ("actor_rollout_ref", "critic", "reward_model", "data", "trainer", "algorithm")
 

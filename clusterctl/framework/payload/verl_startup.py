@@ -128,7 +128,7 @@ def _offline(exc: OSError) -> dict[str, str]:
 def memory_facts(config_name: str, overrides: list[str]) -> dict[str, object]:
     """The memory plan's facts from the same process (verl is imported once for both)."""
     try:
-        from verl_memory import facts  # type: ignore[import-not-found]  # lint/, beside it
+        from verl_memory import facts  # type: ignore[import-not-found]  # payload/, beside it
 
         return dict(facts({"config": config_name, "overrides": overrides, "hf_home": None}))
     except Exception as exc:  # the plan says it could not run; the verdict stands

@@ -30,7 +30,7 @@ from typing import Any
 for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ[_name] = "1"
 
-from model_facts import build, shape  # type: ignore[import-not-found]  # noqa: E402  (lint/)
+from model_facts import build, shape  # type: ignore[import-not-found]  # noqa: E402  (payload/)
 
 
 def model_states(model: Any, trained: dict[str, Any]) -> int:
