@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterctl.doctor.components import COMPONENTS
 from clusterctl.doctor.scan import scan_files
 from clusterctl.doctor.signatures import SIGNATURES
 from tests.conftest import ROOT, run_cli
@@ -278,6 +279,37 @@ def test_nodes_on_different_nccl_releases_set_aside_a_one_host_cause(tmp_path: P
     assert said["nccl-no-socket-interface"]["certainty"] == "set aside"
     alone = scan_files([corpus / "iface__open-r1-multimodal-7-bootstrap-no-socket-interface.log"])
     assert all(h.as_dict()["certainty"] != "set aside" for h in alone)
+
+
+def test_a_traceback_cut_off_before_its_exception_names_the_component_of_its_frames(
+    tmp_path: Path,
+) -> None:
+    """A log that ends inside a traceback (a paste cut short, a rank stopped mid-call): its
+    frames say where it failed. The real vLLM traceback (fixtures/doctor/real), its last two
+    lines (the raise and the exception) left out."""
+    real = (FIXTURES / "real" / "vllm-0.7.3-sleep-mode-without-cuda.log").read_text()
+    cut = tmp_path / "cut.log"
+    cut.write_text("\n".join(real.splitlines()[:22]) + "\n")
+    (hit,) = scan_files([cut])
+    d = hit.as_dict()
+    assert d["certainty"] == "not known" and d["component"] == "vLLM / SGLang engine"
+    assert hit.line_no == 3 and "its exception line is not in the log" in str(d["why"])
+    # whole, its own lines name the cause (a signature), as before
+    (whole,) = scan_files([FIXTURES / "real" / "vllm-0.7.3-sleep-mode-without-cuda.log"])
+    assert whole.signature.id == "amd-sleep-mode" and whole.line_no == 23
+
+
+@pytest.mark.parametrize(
+    "path", sorted((FIXTURES / "triage-lines").glob("*.log")), ids=lambda p: p.stem
+)
+def test_the_triage_finds_real_failure_lines_no_signature_knows(path: Path) -> None:
+    """A program refusing its options, an NCCL WARN that something failed or was not found,
+    a driver module that does not build: found, and given the component in the file's name
+    (fixtures/doctor/triage-lines/README.md names each line's thread)."""
+    (hit,) = scan_files([path])
+    assert hit.signature.id == "unrecognised"
+    want = path.stem.split("--")[0]
+    assert hit.as_dict()["component"] == COMPONENTS[want].name
 
 
 def test_unrecognised_names_the_component_and_the_first_error_in_time(tmp_path: Path) -> None:

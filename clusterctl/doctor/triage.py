@@ -28,7 +28,9 @@ FAILURE = re.compile(
     r"|^F\d{4} \d\d:\d\d:\d\d|\] \(raylet\) .*\bE \d+|\bSegmentation fault\b"
     r"|terminate called after throwing|\bfatal error:|collect2: error|\bld: cannot find"
     r"|cannot open shared object file|Failed to initialize NVML|undefined symbol:"
-    r"|\bNCCL WARN (?:Cuda failure|.*\b(?:[Ee]rror|timed out)\b)"
+    r"|\bNCCL WARN (?:Cuda failure|.*\b(?:[Ee]rror|timed out|failed|not found|[Uu]nable)\b)"
+    # a program refusing how it was called (`srun: unrecognized option '--container-image'`)
+    r"|^[\w.-]+: (?:unrecognized|invalid|unknown) option\b"
     r"|\bXid\b|\bNVRM: |uncorrectable ECC|\bERROR\b|\bFAILED\b|Unable to open /dev/"
     r"|exitcode: -?\d+|\bKilled\b|out of memory|core dumped|\bAborted\b|\bpanic: "
     r"|^\[E[\s\d]|\[\d{4}-\d\d-\d\d [\d:,.]+ E \d+ \d+\]|(?:^|\s)(?:[Ee]rror|FATAL)[:\]] "
@@ -55,7 +57,8 @@ _WORDS: tuple[tuple[str, str], ...] = (
         "gpu-driver-hardware",
         r"\bXid\b|NVRM|\bECC\b|\bNVML\b|[Dd]river|CUDA_ERROR|cudaError"
         r"|hipError|HIP error|no kernel image|compute capability|code object|fabric ?manager"
-        r"|invalid device function|GPU access blocked",
+        r"|invalid device function|GPU access blocked|nvidia\.ko|modpost|[Dd][Kk][Mm][Ss]"
+        r"|kernel module",
     ),
     ("nccl", r"\bNCCL\b|\bRCCL\b|\bnccl\w*|ProcessGroupNCCL|pynccl"),
     (
@@ -139,6 +142,9 @@ class FirstErrorFinder:
         self.frames: dict[str, list[str]] = {}
         self.best: tuple[float, int, FirstError] | None = None
         self.wrapper: dict[str, tuple[float, int, FirstError]] = {}  # file: waiting wrapper
+        # a traceback whose exception line has not come (yet): where a log was cut off, or a
+        # rank was stopped mid-call, its frames still say where it failed
+        self.open_traceback: dict[str, tuple[float | None, int, int, str]] = {}
         self.order = 0
 
     def feed(self, file: str, number: int, text: str, stamp: float | None) -> None:
@@ -149,9 +155,11 @@ class FirstErrorFinder:
             return
         if "Traceback (most recent call last)" in text:
             self.frames[file] = []
+            self.open_traceback[file] = (stamp, self.order, number, stripped)
         if not is_failure(text):
             return
         key = stamp if stamp is not None else float("inf")
+        self.open_traceback.pop(file, None)  # its exception line: the failure itself
         if file in self.wrapper and not RAY_WRAPPER.search(text):
             at, order, wrapper = self.wrapper.pop(file)
             component, why = component_of(text, self.frames.get(file, []))
@@ -172,4 +180,12 @@ class FirstErrorFinder:
         for waiting in self.wrapper.values():  # a wrapper whose wrapped error never came
             self._keep(*waiting)
         self.wrapper.clear()
+        for file, (stamp, order, number, line) in self.open_traceback.items():
+            frames = self.frames.get(file, [])
+            component, why = component_of("", frames)
+            if frames and component:
+                why = f"{why}; its exception line is not in the log"
+                error = FirstError(file, number, line, component, why)
+                self._keep(stamp if stamp is not None else float("inf"), order, error)
+        self.open_traceback.clear()
         return self.best[2] if self.best else None
