@@ -48,16 +48,18 @@ def half_of(source: str) -> str:
 
 
 def hydra_view(args: list[str]) -> dict[str, Any]:
-    """key -> value as Hydra reads the overrides (last one wins, as in Hydra)."""
+    """key -> value as Hydra reads the command line: its own argument parser for the
+    --config-* options (either spelling), then each override (last one wins, as in Hydra)."""
+    from hydra._internal.utils import get_args_parser
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    parser = OverridesParser.create()
+    parsed = get_args_parser().parse_args(args)
     out: dict[str, Any] = {}
-    for text in args:
-        if text.startswith("--config-"):
-            key, _, value = text.partition("=")
-            out[key] = value.removesuffix(".yaml")
-            continue
+    for option in ("config_path", "config_name", "config_dir"):
+        if getattr(parsed, option):
+            out[option] = getattr(parsed, option).removesuffix(".yaml")
+    parser = OverridesParser.create()
+    for text in parsed.overrides:
         override = parser.parse_override(text)
         out[override.get_key_element()] = override.value()
     return out

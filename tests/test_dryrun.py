@@ -51,6 +51,44 @@ def test_python_behind_a_variable_and_a_background_server(tmp_path: Path) -> Non
     assert imported.read_by.startswith("run by bash in a bubblewrap sandbox")
 
 
+def test_a_server_piped_to_tee_and_sent_off_is_never_the_trainer(tmp_path: Path) -> None:
+    """bash gives a pipeline sent to the background no /dev/null stdin (unlike `cmd &`): the
+    script's own `&`, as bash parses it, tells (an EasyR1 fork's launch_cluster.sh)."""
+    imported = run(
+        tmp_path,
+        "for i in 0 1; do\n"
+        "  python -m verl.workers.rollout.launch_server --port $((8000 + i)) \\\n"
+        '    --n 5 2>&1 | tee "server_$i.log" &\n'
+        "done\n"
+        "python3 -m verl.trainer.main_ppo data.train_batch_size=32\n",
+    )
+    assert imported.get(("workload", "entrypoint")) == "verl.trainer.main_ppo"
+    assert overrides(imported) == {"data.train_batch_size": 32}
+    assert any("background" in why for line, why in imported.unmapped if line in (2, 3))
+
+
+def test_hydras_config_dir_in_either_spelling_reaches_the_job(tmp_path: Path) -> None:
+    """`--config-dir $(pwd)/configs --config-name X` (a lab's apptainer script): Hydra's own
+    parser reads both spellings, and the job passes the directory on."""
+    imported = run(
+        tmp_path,
+        "python -m verl.trainer.main_ppo --config-dir /work/configs --config-name nano_8b \\\n"
+        "  trainer.experiment_name=run-1\n",
+    )
+    assert imported.get(("workload", "config_dir")) == "/work/configs"
+    assert imported.get(("workload", "config_name")) == "nano_8b"
+    spec = load_spec_text(to_yaml(imported, "run.sh"), "run.sh").spec
+    from clusterctl.render.plan import verl_argv
+
+    argv = verl_argv(spec, spec.workload)  # type: ignore[arg-type]
+    assert "--config-dir=/work/configs" in argv and "--config-name=nano_8b" in argv
+    # a refusal by Hydra's parser says what it refused, on one line
+    from clusterctl.importer.convert import ImportError_
+
+    with pytest.raises(ImportError_, match=r"refuses the arguments: .*unrecognized arguments"):
+        run(tmp_path, "python -m verl.trainer.main_ppo --config-nme x\n")
+
+
 def test_a_labs_module_built_on_verl_keeps_its_arguments(tmp_path: Path) -> None:
     imported = run(tmp_path, "python3 -m verl_tool.trainer.main_ppo trainer.total_epochs=3\n")
     assert imported.get(("workload", "framework")) == "verl"

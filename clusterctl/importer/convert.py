@@ -8,6 +8,8 @@ OpenRLHF the argv as argparse sees it (``--flag`` alone is true, values as writt
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 import shlex
@@ -872,14 +874,20 @@ def _verl(call: TrainerCall, out: Imported) -> None:
     line = call.command.line
     out.put(("workload", "framework"), "verl", line)
     out.put(("workload", "entrypoint"), call.module, line)
+    said = io.StringIO()
     try:
-        parsed = get_args_parser().parse_args(call.args)
+        with contextlib.redirect_stderr(said):  # argparse prints its usage before it exits
+            parsed = get_args_parser().parse_args(call.args)
     except SystemExit:
+        why = said.getvalue().strip().splitlines()[-1:] or [""]
         raise ImportError_(
-            f"line {line}: Hydra's command line parser refuses the arguments"
+            f"line {line}: Hydra's command line parser refuses the arguments: "
+            f"{why[0].split(': error: ', 1)[-1][:200]}"
         ) from None
     if parsed.config_path:
         out.put(("workload", "config_path"), parsed.config_path, line)
+    if parsed.config_dir:
+        out.put(("workload", "config_dir"), parsed.config_dir, line)
     if parsed.config_name:
         out.put(("workload", "config_name"), parsed.config_name.removesuffix(".yaml"), line)
     if parsed.multirun:

@@ -106,7 +106,9 @@ def script_from_run(run: DryRun, static: Script | None, source: str, env_given: 
                 environment_of(call, run),
                 conditional=False,
                 unresolved=[],
-                background=call.background or any(p.background for p in run.parents(call)),
+                background=call.background
+                or any(p.background for p in run.parents(call))
+                or _written_to_background(call, static),
             )
         )
     script.assumed = _assumed(run, source, env_given) + [
@@ -124,6 +126,18 @@ def script_from_run(run: DryRun, static: Script | None, source: str, env_given: 
         why = "the dry run was stopped at its deadline (a wait loop?)"
         script.notes.append((0, f"{why}: what ran until then is what was read"))
     return script
+
+
+def _written_to_background(call: Call, static: Script | None) -> bool:
+    """The script sends the command on CALL's line to the background as bash reads it (`a |
+    tee log &`: bash gives a pipeline sent off no /dev/null stdin, so the run cannot tell)."""
+    if static is None or not call.line:
+        return False
+    program = call.argv[0].rsplit("/", 1)[-1]
+    return any(
+        c.background and c.line <= call.line <= c.end_line and c.argv[0].endswith(program)
+        for c in static.commands
+    )
 
 
 def _assumed(run: DryRun, source: str, env_given: set[str]) -> list[tuple[int, str]]:

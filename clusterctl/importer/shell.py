@@ -43,6 +43,18 @@ _NOT_STATEMENTS = {
 }  # functions calling functions: enough for launch scripts, never a loop
 
 
+def _sent_to_background(node: Node) -> bool:
+    """`cmd &`, `a 2>&1 | tee log &`, `( ... ) &`, a loop or list sent off whole: the node or
+    a statement it is part of is followed by bash's `&`."""
+    at: Node | None = node
+    while at is not None and at.parent is not None:
+        after = at.next_sibling
+        if after is not None and not after.is_named and after.type == "&":
+            return True
+        at = at.parent
+    return False
+
+
 class ScriptError(ValueError):
     """The script cannot be read as bash."""
 
@@ -307,7 +319,15 @@ class _Reader:
             self.depth -= 1
             return
         self.script.commands.append(
-            Command(argv, self.line(node), node.end_point[0] + 1, env, conditional, unresolved)
+            Command(
+                argv,
+                self.line(node),
+                node.end_point[0] + 1,
+                env,
+                conditional,
+                unresolved,
+                background=_sent_to_background(node),
+            )
         )
 
     def source_file(self, node: Node, name: str, args: list[str], conditional: bool) -> None:

@@ -76,6 +76,8 @@ def verl_config(wl: VerlWorkload) -> tuple[str | None, str]:
     own (a recipe's) is not here to compose."""
     if wl.config_path not in _VERL_OWN_CONFIG_PATHS:
         return None, f"its config directory {wl.config_path!r} is the script's own, not verl's"
+    if wl.config_dir is not None:
+        return None, f"its config directory {wl.config_dir!r} is the script's own, not verl's"
     name = wl.config_name or VERL_CONFIGS.get(wl.entrypoint)
     if name is None:
         return None, f"no upstream check is known for entry point {wl.entrypoint}"

@@ -115,9 +115,9 @@ def hydra_value(value: OverrideValue) -> str:
 
 
 def verl_argv(spec: JobSpec, wl: VerlWorkload) -> list[str]:
-    """python -m <entrypoint> [--config-path P] [--config-name N] with the overrides; the
-    allocation keys default to the slurm section (a lower value leaves GPUs to another pool,
-    which check_consistency allows)."""
+    """python -m <entrypoint> [--config-path P] [--config-dir D] [--config-name N] with the
+    overrides; the allocation keys default to the slurm section (a lower value leaves GPUs to
+    another pool, which check_consistency allows)."""
     owned = {
         "trainer.nnodes": str(spec.slurm.nodes),
         "trainer.n_gpus_per_node": str(spec.slurm.gpus_per_node or 0),
@@ -125,6 +125,8 @@ def verl_argv(spec: JobSpec, wl: VerlWorkload) -> list[str]:
     argv = ["python3", "-m", wl.entrypoint]
     if wl.config_path is not None:
         argv.append(f"--config-path={wl.config_path}")
+    if wl.config_dir is not None:
+        argv.append(f"--config-dir={wl.config_dir}")
     if wl.config_name is not None:
         argv.append(f"--config-name={wl.config_name}")
     for key, value in wl.overrides.items():

@@ -513,6 +513,11 @@ class VerlWorkload(Section):
         description="Hydra --config-path: a directory of the trainer's own configs (relative "
         "to the entry point's module, or absolute in the container); unset: verl's own",
     )
+    config_dir: Annotated[str, StringConstraints(pattern=r"^[^\x00\n]+$")] | None = Field(
+        None,
+        description="Hydra --config-dir: a directory of configs added to the search path "
+        "(absolute in the container), where --config-name may be found",
+    )
     config_name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.@/-]+$")] | None = Field(
         None,
         description="Hydra --config-name, e.g. ppo_megatron_trainer; unset: the entry "
