@@ -10,7 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clusterctl.verify.cli import drain_commands
-from clusterctl.verify.judges.facts import FAIL, OK, UNKNOWN, WARN, json_payload, parse_gather
+from clusterctl.verify.judges.facts import (
+    FAIL,
+    OK,
+    UNKNOWN,
+    WARN,
+    Expect,
+    Result,
+    json_payload,
+    parse_gather,
+)
 from clusterctl.verify.judges.gpus import amd_inventory
 from clusterctl.verify.judges.run import judge_all
 from tests.test_verify import AMD, by_check, facts_of, gather_text, sections
@@ -149,3 +158,31 @@ def test_noise_around_real_output_keeps_the_verdict(before: list[str], after: li
     found = gpu_results(amd_node(1, "\n".join([*before, error, *after])))
     assert found["gpus"].status in (UNKNOWN,) and found["drain"] == []  # type: ignore[attr-defined]
     assert found["gpus"].status != FAIL  # type: ignore[attr-defined]
+
+
+# ---- a real H200 node (issue 43 item 1; fixtures/verify/h200/README.md) -------------------
+
+H200_NODE = Expect(vendor="nvidia", gpus_per_node=1, image="x", fabric="ethernet", devices=())
+
+
+def h200(name: str) -> list[Result]:
+    text = (REAL.parent / "h200" / name).read_text(encoding="utf-8")
+    return judge_all(facts_of(text), H200_NODE)
+
+
+def test_a_node_without_ip_is_unknown_for_its_address_never_a_network_fault() -> None:
+    results = h200("gather-ip-less.txt")
+    (address,) = by_check(results, "vm", "address")
+    assert address.status == UNKNOWN and address.reason == "unknown: ip is not on vm"
+    assert "socket_ifname" not in address.fix and not address.drain
+    (gpus,) = by_check(results, "vm", "gpus")
+    assert gpus.status == OK and "NVIDIA H200" in gpus.reason
+    assert by_check(results, "vm", "gpu-processes")[0].status == OK
+    assert drain_commands(results) == []
+
+
+def test_the_h200_held_by_a_foreign_process_fails_naming_its_pid() -> None:
+    results = h200("gather-busy.txt")
+    (held,) = by_check(results, "vm", "gpu-processes")
+    assert held.status == FAIL and "1582" in held.reason
+    assert by_check(results, "vm", "address")[0].status == UNKNOWN

@@ -94,6 +94,45 @@ def test_loopback_only_when_the_spec_allows_it(library: Path) -> None:
     assert result.returncode == 0 and result.stdout.strip() == "127.0.0.1"
 
 
+def test_without_ip_the_addresses_come_from_the_kernels_tables(
+    library: Path, tmp_path: Path
+) -> None:
+    """A node without iproute2 (a real H200 VM had none): the kernel's tables give what `ip`
+    gives, judged by the real ip in a network namespace of the test's own (a veth pair, three
+    addresses), and the job's address rule picks the same address from either."""
+    tools = tmp_path / "bin"  # the commands the fallback uses, and no ip
+    tools.mkdir()
+    for tool in ("awk", "sort", "cat"):
+        (tools / tool).symlink_to(subprocess.run(
+            ["bash", "-c", f"command -v {tool}"], capture_output=True, text=True, check=True
+        ).stdout.strip())  # fmt: skip
+    code = f"""
+mount -t sysfs sysfs /sys  # this namespace's interfaces in /sys/class/net
+ip link set lo up
+ip link add cc0 type veth peer name cc1
+ip addr add 10.20.30.40/24 dev cc0; ip addr add 10.99.0.7/16 dev cc0
+ip addr add 192.168.77.5/28 dev cc1; ip link set cc0 up; ip link set cc1 up
+CC_NODE=gpu-1 CC_SOCKET_IFNAME= CC_ADDRESS_SOURCE=interface CC_ALLOW_LOOPBACK=0
+ip -o -4 addr show > {tmp_path}/ip.txt; cc_node_address > {tmp_path}/ip-pick.txt
+PATH={tools}
+cc_ipv4_addresses > {tmp_path}/kernel.txt; cc_node_address > {tmp_path}/kernel-pick.txt
+"""
+    ran = subprocess.run(
+        ["unshare", "--net", "--mount", "bash", "-c", f'source "$0"\n{code}', str(library)],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+
+    def listed(name: str) -> list[tuple[str, str]]:
+        lines = (tmp_path / name).read_text().splitlines()
+        return [(line.split()[1], line.split()[3]) for line in lines]
+
+    by_ip = listed("ip.txt")
+    assert len(by_ip) == 4 and listed("kernel.txt") == by_ip
+    picked = (tmp_path / "ip-pick.txt").read_text()
+    assert picked == (tmp_path / "kernel-pick.txt").read_text() != ""
+
+
 def test_node_address_from_slurm(library: Path) -> None:
     result = bash(
         library,

@@ -5,7 +5,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from clusterctl.verify.judges.facts import FAIL, OK, SKIP, Expect, NodeFacts, Result, _lines, _text
+from clusterctl.verify.judges.facts import (
+    FAIL,
+    OK,
+    SKIP,
+    UNKNOWN,
+    Expect,
+    NodeFacts,
+    Result,
+    _lines,
+    _text,
+)
 
 # InfiniBand sysfs `state` of a usable port (linux drivers/infiniband/core/sysfs.c).
 IB_ACTIVE = "4: ACTIVE"
@@ -133,6 +143,12 @@ def judge_network(facts: NodeFacts) -> list[Result]:
     text = _text(address) if address and address.rc == 0 else (address.text if address else "")
     if address is None or address.rc != 0:
         cause = re.sub(r"^.*?FAIL node=\S+ phase=\S+: ", "", text) if text else "no output"
+        absent = re.search(r"(\S+): command not found", cause)  # a gather before 2026-11-28
+        if cause.startswith("unknown: ") or absent:  # what the node lacks to tell, never a fault
+            why = f"{absent.group(1)} is not on {n}" if absent else cause.removeprefix("unknown: ")
+            fix = "install iproute2 on the node (ip), or mount /proc"
+            out.append(Result(n, "address", UNKNOWN, f"unknown: {why}", fix))
+            return out
         out.append(
             Result(
                 n,
