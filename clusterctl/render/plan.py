@@ -10,6 +10,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from clusterctl.render.workload_paths import WorkloadPath, workload_paths
 from clusterctl.spec.models import (
     MAX_JOIN_DEADLINE,
     CommandWorkload,
@@ -44,6 +45,7 @@ class JobPlan:
     job_submit_args: list[str] | None
     port_checks_all: list[int]  # fixed ports every node checks (the job's own come at run time)
     log_root: str
+    workload_paths: list[WorkloadPath]  # checked in every node's container before Ray
 
 
 def sbatch_directives(spec: JobSpec) -> list[str]:
@@ -339,6 +341,7 @@ def build_plan(spec: JobSpec) -> JobPlan:
         job_submit_args=submit,
         port_checks_all=fixed_worker_ports,
         log_root=log_root(spec.logs.dir),
+        workload_paths=workload_paths(spec),
     )
 
 

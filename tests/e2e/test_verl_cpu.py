@@ -115,6 +115,31 @@ def test_validate_and_plan_judge_in_the_jobs_own_image(assets: Path) -> None:
     assert "its own validate_config ran" not in elsewhere.stderr
 
 
+# issue 46 item 4: the example with its assets directory empty (measured before: the whole
+# bring-up and self-test ran, then transformers failed on "Repo id must be in the form ...:
+# '/verl/model'"): every node's container fails before Ray, naming the setting, the path and
+# the node; nothing is left behind
+def test_a_workload_path_missing_in_the_container_fails_before_ray_naming_it(
+    tmp_path: Path,
+) -> None:
+    empty = tmp_path / "empty-assets"
+    empty.mkdir()
+    job, rc, elapsed = sbatch(tmp_path, verl_job(tmp_path, empty))
+    assert rc != 0
+    node, phase, cause = job.first_failure()
+    assert node in ("node1", "node2", "node3") and phase == "paths", job.log
+    assert cause.startswith(f"as container cc-{job.job_id}-{node} sees them: "), cause
+    for setting, path in (
+        ("data.train_files", "/verl/data/train.parquet"),
+        ("actor_rollout_ref.model.path", "/verl/model"),
+        ("custom_reward_function.path", "/verl/reward.py"),
+    ):
+        assert f'workload.overrides["{setting}"]: {path} is not there' in cause, cause
+    assert "default_local_dir" not in cause  # /verl is writable: verl makes the rest
+    assert "ray start" not in job.log and "[node1] ray head started" not in job.log
+    assert containers_of(job) == [] and elapsed < FAIL_FAST_DEADLINE
+
+
 def checkpoints(assets: Path, workdir: Path) -> Path:
     return assets / "checkpoints" / workdir.name
 
