@@ -11,13 +11,14 @@ import posixpath
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 import click
 
 from clusterctl import __version__
 from clusterctl.console import load_checked, set_option, user_errors, write_new_file
 from clusterctl.remote import DEFAULT_REMOTE_DIR, login_node, remote_options
+from clusterctl.spec.presets import PresetName
 
 if TYPE_CHECKING:
     from clusterctl.spec.loader import LoadedSpec
@@ -254,7 +255,7 @@ def schema() -> None:
 @main.command()
 @click.option(
     "--preset",
-    type=click.Choice(["mi300x", "mi250x", "h100", "h800", "a100", "none"]),
+    type=click.Choice(list(get_args(PresetName))),  # every preset the schema accepts
     default="none",
     show_default=True,
 )

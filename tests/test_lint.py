@@ -119,6 +119,19 @@ CASES = [
         ["versions.vllm=0.4.3"],
     ),
     ("rocm-min-mi300", VERL, ["versions.rocm=6.1.3"], ["versions.rocm=6.2.0"]),
+    # MI325X from ROCm 6.3.1, MI355X (gfx950) from ROCm 7.0 (issue 43: presets of 2026)
+    (
+        "rocm-min-mi300",
+        VERL,
+        ["hardware.preset=mi325x", "versions.rocm=6.3.0"],
+        ["hardware.preset=mi325x", "versions.rocm=6.3.1"],
+    ),
+    (
+        "rocm-min-mi300",
+        VERL,
+        ["hardware.preset=mi355x", "versions.rocm=6.4.3"],
+        ["hardware.preset=mi355x", "versions.rocm=7.0.0"],
+    ),
     ("amd-needs-rocm-image", ORL_AMD, ["container.build.dockerfile=cuda"], []),
     (
         "fp16-on-mi300",

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from typing import Any
 
 import pytest
 import yaml
+from packaging.version import Version
 from pydantic import BaseModel
 
 from clusterctl.errors import SpecError
@@ -340,3 +342,23 @@ def test_every_pattern_of_the_models_has_words() -> None:
     collect(ProfilesFile.model_json_schema())
     assert len(patterns) > 15
     assert sorted(patterns - set(PATTERN_WORDS)) == []
+
+
+def test_init_offers_every_preset_the_schema_accepts_each_with_its_sources() -> None:
+    """Issue 43: the hardware of 2026. init offers every preset; a preset's memory figure and
+    all-reduce floor each name where they were printed (the plan judges only with one)."""
+    from typing import get_args
+
+    from clusterctl.spec.presets import PRESETS, PresetName
+
+    shown = run_cli("init", "--help").stdout
+    offered = re.search(r"--preset \[([^\]]+)\]", " ".join(shown.split()))
+    assert offered and set(offered.group(1).split("|")) == set(get_args(PresetName))
+    assert set(PRESETS) == set(get_args(PresetName))
+    for name in ("h200", "b200", "mi325x", "mi300x", "h100"):
+        memory = PRESETS[name].gpu_memory
+        assert memory is not None and ("github.com" in memory.source or "@" in memory.source)
+    for name in ("h200", "b200", "mi355x", "mi300x", "h100"):
+        assert PRESETS[name].busbw_floors and all(f.source for f in PRESETS[name].busbw_floors)
+    assert PRESETS["mi355x"].min_rocm == Version("7.0")
+    assert PRESETS["mi325x"].min_rocm == Version("6.3.1")

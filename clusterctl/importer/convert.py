@@ -1243,7 +1243,9 @@ def _environment(script: Script, call: TrainerCall, out: Imported) -> None:
 
 
 _AMD_MARKERS = re.compile(r"HIP_VISIBLE_DEVICES|ROCR_VISIBLE|rocm|MI300|mi300|RCCL_|amd", re.I)
-_PRESET_IN_NAME = re.compile(r"(?<![a-z0-9])(mi300x|mi250x|h100|h800|h200|h20|b200|a100)(?![0-9])")
+_PRESET_IN_NAME = re.compile(
+    r"(?<![a-z0-9])(mi300x|mi325x|mi355x|mi250x|h100|h800|h200|h20|b200|a100)(?![0-9])"
+)
 
 
 def _hardware_guess(

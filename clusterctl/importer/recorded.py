@@ -39,6 +39,7 @@ def target_of(preset: str, nodes: int, gpus: int | None = None, cpus: int | None
     for (its #SBATCH --gres=gpu:N / --gpus-per-node, --cpus-per-task) where it says."""
     found = PRESETS[preset]
     names = {"mi300x": "AMD Instinct MI300X", "mi250x": "AMD Instinct MI250X",
+             "mi325x": "AMD Instinct MI325X", "mi355x": "AMD Instinct MI355X",
              "h100": "NVIDIA H100 80GB HBM3", "h800": "NVIDIA H800",
              "h200": "NVIDIA H200", "h20": "NVIDIA H20", "b200": "NVIDIA B200",
              "a100": "NVIDIA A100-SXM4-80GB"}  # fmt: skip

@@ -409,16 +409,17 @@ def _image_versions(spec: JobSpec) -> Findings:
 @rule(
     "rocm-min-mi300",
     "error",
-    "MI300 needs ROCm 6.2 or newer",
-    "use an image built on ROCm >= 6.2",
-    "seeds: verl on AMD guide (NCCL failures, HIP kernel launch timeouts below 6.2)",
+    "the preset's GPUs need a newer ROCm: MI300X 6.2, MI325X 6.3.1, MI355X 7.0",
+    "use an image built on the ROCm the preset needs",
+    "seeds: verl on AMD guide (MI300X: NCCL failures, HIP kernel launch timeouts below 6.2); "
+    "ROCm 6.3.1 release notes (MI325X); vLLM's ROCm install docs (MI350 requires ROCm 7.0)",
 )
 def _rocm_min(spec: JobSpec) -> Findings:
     preset = PRESETS[spec.hardware.preset]
     text, path = _version(spec, "rocm")
     rocm = parse_version(text)
     if preset.min_rocm and rocm and rocm < preset.min_rocm:
-        yield path, f"ROCm {text} on {preset.name}"
+        yield path, f"ROCm {text} on {preset.name}, which needs ROCm >= {preset.min_rocm}"
 
 
 @rule(

@@ -230,7 +230,8 @@ class HardwareSpec(Section):
     """The kind of node: decides vendor, devices, visibility variables and NCCL/RCCL defaults."""
 
     preset: PresetName = Field(
-        "none", description="mi300x, mi250x, h100, h800, h200, h20, b200, a100 or none"
+        "none",
+        description="mi300x, mi325x, mi355x, mi250x, h100, h800, h200, h20, b200, a100 or none",
     )
     logical_gpus: int | None = Field(
         None,

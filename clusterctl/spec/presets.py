@@ -13,7 +13,9 @@ from typing import Literal
 from packaging.version import InvalidVersion, Version
 
 Vendor = Literal["amd", "nvidia", "none"]
-PresetName = Literal["mi300x", "mi250x", "h100", "h800", "h200", "h20", "b200", "a100", "none"]
+PresetName = Literal[
+    "mi300x", "mi325x", "mi355x", "mi250x", "h100", "h800", "h200", "h20", "b200", "a100", "none"
+]
 
 # Ray moved AMD GPU masking from ROCR_VISIBLE_DEVICES to HIP_VISIBLE_DEVICES in 2.45
 # (ray-project/ray#53737, verl #1399/#1471): the "do not touch visibility" switch follows it.
@@ -75,6 +77,25 @@ H100_FLOORS = (
     # 16G` (Azure/azurehpc-health-checks conf/nd96isr_h100_v5.conf, main as of 2026-11)
     BusbwFloor(460.0, 16384, "Azure azurehpc-health-checks nd96isr_h100_v5.conf"),
 )
+H200_FLOORS = (
+    # Azure HPC health checks, ND H200 v5 (8x H200, NVLink): `check_nccl_allreduce 431.0 1 16G`
+    # (Azure/azurehpc-health-checks@0e0a1ac conf/nd96isr_h200_v5.conf line 53, last changed
+    # 2025-08-20; nd96is_h200_v5 and nd96isrf_h200_v5 say 432.0)
+    BusbwFloor(431.0, 16384, "Azure azurehpc-health-checks nd96isr_h200_v5.conf"),
+)
+B200_FLOORS = (
+    # OCI's node health check, BM.GPU.B200.8: `"threshold": 440` on the average bus bandwidth
+    # of `all_reduce_perf -b 1G -e 16G` over 8 GPUs (oracle-quickstart/oci-hpc@b5285a6
+    # playbooks/roles/healthchecks/files/active_healthcheck.py, 2026-05-19): a node that passes
+    # it reaches at least that at 16 GB, the largest size it averages
+    BusbwFloor(440.0, 16384, "OCI oci-hpc active_healthcheck.py BM.GPU.B200.8 (1-16 GB average)"),
+)
+MI355X_FLOORS = (
+    # OCI's node health check, BM.GPU.MI355X.8 with rccl-tests: `"threshold": 310` on the
+    # average bus bandwidth of `all_reduce_perf -b 1G -e 16G -g 8` (oci-hpc@b5285a6
+    # active_healthcheck.py run_local_rccl_test, 2026-05-19); the same as its MI300X figure
+    BusbwFloor(310.0, 16384, "OCI oci-hpc active_healthcheck.py BM.GPU.MI355X.8 rccl-tests"),
+)
 
 
 @dataclass(frozen=True)
@@ -96,6 +117,25 @@ A100_MEMORY = GpuMemory(
     "'79.15 GiB total capacity' (A100-80GB, torch OOM message): "
     "https://github.com/huggingface/accelerate/issues/1864; the 40GB A100 needs its own",
 )
+H200_MEMORY = GpuMemory(
+    139.80,
+    "'GPU 0 has a total capacity of 139.80 GiB' (H200 node, torch OOM message): "
+    "stas00/ml-engineering@744d01e debug/pytorch.md line 834; a real H200 here measured the "
+    "same card (../shared/captures/nvidia-h200-2026-11-28, 143771 MiB in nvidia-smi)",
+)
+B200_MEMORY = GpuMemory(
+    178.35,
+    "'GPU 0 has a total capacity of 178.35 GiB' (B200, torch OOM message): "
+    "stas00/ml-engineering@744d01e debug/pytorch.md line 636",
+)
+MI325X_MEMORY = GpuMemory(
+    255.98,
+    "'GPU 0 has a total capacity of 255.98 GiB' (8x MI325X, HIP OOM message): "
+    "https://github.com/vllm-project/vllm/issues/41962",
+)
+# Not found in a public report: the H20's (nvidia-smi 97871 MiB; no OOM line names the GPU) and
+# the MI355X's (287.98 GiB appears only in copies whose source is not named): the plan says it
+# cannot judge them rather than guess.
 MI300X_MEMORY = GpuMemory(
     191.45,
     "'GPU 4 has a total capacity of 191.45 GiB' (MI300X, torch HIP OOM message): "
@@ -167,6 +207,25 @@ PRESETS: dict[str, Preset] = {
         gpu_memory=MI300X_MEMORY,
         **_AMD,  # type: ignore[arg-type]
     ),
+    # 8 GPUs a platform (AMD MxGPU GIM 8.5.0.K release notes: "between 8 GPUs" for MI325X,
+    # MI350X and MI355X). MI325X is gfx942 like MI300X; ROCm 6.3.1 "enables support for AMD
+    # Instinct MI325X" (ROCm/ROCm rocm-6.3.3 tools/autotag/templates/support/6.3.1.md). MI355X
+    # is gfx950 (CDNA 4): "MI350 requires ROCm 7.0 or above" (vLLM docs, gpu.rocm.inc.md), and
+    # images built for gfx950 (SGLang's -mi35x tags, rocm/vllm gfx950 or cdna tags).
+    "mi325x": Preset(
+        name="mi325x",
+        gpus_per_node=8,
+        min_rocm=Version("6.3.1"),
+        gpu_memory=MI325X_MEMORY,
+        **_AMD,  # type: ignore[arg-type]
+    ),
+    "mi355x": Preset(
+        name="mi355x",
+        gpus_per_node=8,
+        min_rocm=Version("7.0"),
+        busbw_floors=MI355X_FLOORS,
+        **_AMD,  # type: ignore[arg-type]
+    ),
     "mi250x": Preset(name="mi250x", gpus_per_node=8, **_AMD),  # type: ignore[arg-type]
     "h100": Preset(
         name="h100",
@@ -179,9 +238,23 @@ PRESETS: dict[str, Preset] = {
     # 8 GPUs a node: NVIDIA HGX H200 and HGX H20 (Hopper, the same container runtime, NCCL and
     # visibility settings as H100), DGX B200 (Blackwell; x86_64 hosts). GB200 NVL72 is not a
     # preset: 4 GPUs a compute tray on Grace (aarch64) hosts, which needs arm64 images.
-    "h200": Preset(name="h200", gpus_per_node=8, **_NVIDIA),  # type: ignore[arg-type]
+    # (MLCommons H200-SXM-141GBx8 and nebius_b200_n1 system files: accelerators_per_node 8;
+    # HGX B200 needs driver 570.133.20 or later, NVIDIA/cloud-native-docs PR #184.)
+    "h200": Preset(
+        name="h200",
+        gpus_per_node=8,
+        busbw_floors=H200_FLOORS,
+        gpu_memory=H200_MEMORY,
+        **_NVIDIA,  # type: ignore[arg-type]
+    ),
     "h20": Preset(name="h20", gpus_per_node=8, **_NVIDIA),  # type: ignore[arg-type]
-    "b200": Preset(name="b200", gpus_per_node=8, **_NVIDIA),  # type: ignore[arg-type]
+    "b200": Preset(
+        name="b200",
+        gpus_per_node=8,
+        busbw_floors=B200_FLOORS,
+        gpu_memory=B200_MEMORY,
+        **_NVIDIA,  # type: ignore[arg-type]
+    ),
     "a100": Preset(name="a100", gpus_per_node=8, gpu_memory=A100_MEMORY, **_NVIDIA),  # type: ignore[arg-type]
     "none": Preset(name="none", vendor="none", gpus_per_node=0),
 }
