@@ -153,11 +153,12 @@ def render(
     allowed: tuple[str, ...],
 ) -> None:
     """Render SPEC into a bundle: job.sbatch, Dockerfile (if a build is set), resolved spec."""
+    from clusterctl.framework.in_job import setting_lines
     from clusterctl.render import render_bundle, write_bundle
 
     with user_errors():
         loaded = load_checked(spec, assignments, allowed)
-        bundle = render_bundle(loaded.spec)
+        bundle = render_bundle(loaded.spec, setting_lines(loaded))
         if to_stdout:
             click.echo(bundle.script, nl=False)
             return
@@ -198,12 +199,13 @@ def submit(
 ) -> None:
     """Render SPEC and submit the bundle's job.sbatch with sbatch: here, or on a login node
     over SSH (the bundle sent as a tar stream into a directory of its own)."""
+    from clusterctl.framework.in_job import setting_lines
     from clusterctl.render import render_bundle, write_bundle
     from clusterctl.submit import sbatch_command, submit_bundle
 
     with user_errors():
         loaded = load_checked(spec, assignments, allowed)
-        bundle = render_bundle(loaded.spec)
+        bundle = render_bundle(loaded.spec, setting_lines(loaded))
         profile = loaded.profile.profile if loaded.profile else None
         login = None
         if not local and (host or (profile and profile.login_host)):

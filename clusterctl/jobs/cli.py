@@ -166,6 +166,8 @@ def _print_status(
         took = "running" if row.seconds is None else f"{row.seconds:.1f}s"
         table.add_row(Text(printable(row.phase)), f"+{row.started:.1f}s", took)
     console.print(table)
+    for warning in record.warnings:
+        console.print(f"warning: {printable(warning)}", markup=False, highlight=False)
     if record.progress:
         progress = printable(record.progress[:110])
         console.print(f"progress: {progress}", markup=False, highlight=False)

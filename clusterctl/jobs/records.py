@@ -47,6 +47,7 @@ class RunRecord:
     # the workload's last line matching watch.progress_pattern (verl: "step:N - ...")
     progress: str = ""
     unreadable: str = ""  # why the run's timeline could not be read (timeline_problem)
+    warnings: list[str] = field(default_factory=list)  # the timeline's warning entries
 
 
 def check_job_id(job_id: str) -> str:
@@ -161,7 +162,9 @@ def _whole(value: object, default: int) -> int:
 
 def summarize(directory: Path, timeline: list[dict[str, Any]]) -> RunRecord:
     """Phase rows with durations, and the run's outcome, from its timeline entries."""
-    entries = [e for e in timeline if _seconds(e.get("t"))]
+    stamped = [e for e in timeline if _seconds(e.get("t"))]
+    warnings = [str(e["warning"]) for e in stamped if "warning" in e and "phase" not in e]
+    entries = [e for e in stamped if "phase" in e]
     progress = read_progress(directory)
     if not entries:
         return RunRecord(directory, [], progress=progress, unreadable=timeline_problem(directory))
@@ -178,7 +181,7 @@ def summarize(directory: Path, timeline: list[dict[str, Any]]) -> RunRecord:
         for i, e in enumerate(phases)
     ]
     if end is None:
-        return RunRecord(directory, rows, progress=progress)
+        return RunRecord(directory, rows, progress=progress, warnings=warnings)
     return RunRecord(
         directory,
         rows,
@@ -190,6 +193,7 @@ def summarize(directory: Path, timeline: list[dict[str, Any]]) -> RunRecord:
         previous=str(end.get("previous", "")),
         next=str(end.get("next", "")),
         progress=progress,
+        warnings=warnings,
     )
 
 

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import yaml
 
 from clusterctl import __version__
 from clusterctl.errors import UsageError
+from clusterctl.framework.in_job import job_judge, payload_tarball
 from clusterctl.lint.workload import openrlhf_weight_sync
 from clusterctl.render.payload import joined
 from clusterctl.render.placement import placement_shapes
@@ -124,9 +126,12 @@ def selftest_args(spec: JobSpec) -> list[str]:
     return args
 
 
-def _script_context(spec: JobSpec) -> dict[str, object]:
+def _script_context(spec: JobSpec, where: Mapping[str, str]) -> dict[str, object]:
     data = spec.model_dump(mode="json")
+    judge = job_judge(spec, where)
     return {
+        "judge": judge,
+        "framework_payload": payload_tarball() if judge else "",
         "spec": spec,
         "plan": build_plan(spec),
         "spec_hash": _sha256(json.dumps(data, sort_keys=True)),
@@ -142,17 +147,18 @@ def _script_context(spec: JobSpec) -> dict[str, object]:
 def render_gather_script(spec: JobSpec) -> str:
     """The script `clusterctl verify` runs on every node: the job's own settings and node
     functions (its address rule, its port check), then the gather (prints, changes nothing)."""
-    return render_template("verify.sh.j2", **{**_script_context(spec), "ray_wait_py": ""})
+    return render_template("verify.sh.j2", **{**_script_context(spec, {}), "ray_wait_py": ""})
 
 
-def render_bundle(spec: JobSpec) -> Bundle:
-    """Render every artifact of the spec in memory (nothing is written)."""
+def render_bundle(spec: JobSpec, where: Mapping[str, str] | None = None) -> Bundle:
+    """Render every artifact of the spec in memory (nothing is written). WHERE: each workload
+    setting's FILE:LINE in the spec, which the job names when its framework refuses it."""
     data = spec.model_dump(mode="json")
     resolved = resolved_spec_yaml(data)
     spec_hash = _sha256(json.dumps(data, sort_keys=True))
     plan = build_plan(spec)
     bundle = Bundle(spec=spec, plan=plan, spec_hash=spec_hash)
-    script = render_template("job.sbatch.j2", **_script_context(spec))
+    script = render_template("job.sbatch.j2", **_script_context(spec, where or {}))
     bundle.files[SCRIPT] = BundleFile(script, 0o777)  # less the umask
     build = spec.container.build
     if build is not None:

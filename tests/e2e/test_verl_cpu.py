@@ -140,6 +140,66 @@ def test_a_workload_path_missing_in_the_container_fails_before_ray_naming_it(
     assert containers_of(job) == [] and elapsed < FAIL_FAST_DEADLINE
 
 
+# issue 46 item 2: where the spec was written nothing could judge it (no engine with the image,
+# no judge Python: render says so and goes on), and verl 0.5.0 refuses one of its values; the
+# job judges itself first, in its own image on its first node: it fails before any of its
+# containers or Ray start, naming the setting and its line, within its first minute
+def test_a_value_verl_refuses_fails_the_job_first_naming_its_setting(
+    tmp_path: Path, assets: Path
+) -> None:
+    nowhere = {"DOCKER_HOST": "unix:///nonexistent/docker.sock", "CLUSTERCTL_VERL_PYTHON": ""}
+    spec = tmp_path / "verl.yaml"
+    spec.write_text(
+        EXAMPLE.read_text().replace("data.train_batch_size: 6 ", "data.train_batch_size: 5 ")
+    )
+    line = next(
+        n
+        for n, text in enumerate(spec.read_text().splitlines(), 1)
+        if "train_batch_size: 5" in text
+    )
+    rendered = run_cli(
+        "render", str(spec), "-o", str(tmp_path / "bundle"),
+        "--set", f"container.mounts=[{{source: {assets}, target: /verl}}]",
+        "--set", "selftest.enabled=false",
+        env=nowhere,
+    )  # fmt: skip
+    assert rendered.returncode == 0, rendered.stderr
+    said = run_cli("validate", str(spec), env=nowhere)
+    assert said.returncode == 0 and "note: verl 0.5.0 cannot be judged here" in said.stderr
+    job, rc, _ = sbatch(tmp_path, tmp_path / "bundle" / "job.sbatch")
+    assert rc != 0
+    node, phase, cause = job.first_failure()
+    assert (node, phase) == ("node1", "judge"), job.log
+    assert cause.startswith(
+        f"verl 0.5.0 (in image {DEV_VERL_IMAGE}) refuses "
+        f'workload.overrides["data.train_batch_size"] ({spec}:{line}) at start-up: '
+        "AssertionError: real_train_batch_size (10) must be divisible"
+    ), cause
+    timeline = [json.loads(t) for t in (job.log_dir / "timeline.jsonl").read_text().splitlines()]
+    phases = [e["phase"] for e in timeline]
+    assert phases[phases.index("judge") :] == ["judge", "cleanup", "end"], phases
+    assert timeline[-1]["t"] - timeline[0]["t"] < 60  # its first minute
+    assert "ray start" not in job.log
+    assert containers_of(job) == []
+
+
+# the other way: the check cannot run in the image (here an image without verl): a warning
+# in the log, the timeline and status, never a pass and never a refusal; the job goes on
+def test_a_start_up_check_that_cannot_run_in_the_image_is_a_warning(
+    tmp_path: Path, assets: Path
+) -> None:
+    job, rc, _ = sbatch(
+        tmp_path, verl_job(tmp_path, assets, "container.image=clusterctl/dev:latest")
+    )
+    assert rc != 0  # no verl in that image: the workload itself fails, later
+    said = "verl (in image clusterctl/dev:latest): its own start-up check could not run: "
+    assert f"warning: {said}it printed no verdict" in job.log, job.log
+    assert job.first_failure()[1] == "workload"
+    status = run_cli("status", job.job_id, "--logs-root", str(job.workdir / "clusterctl-logs"))
+    assert f"warning: judge: {said}" in status.stdout, status.stdout
+    assert containers_of(job) == []
+
+
 def checkpoints(assets: Path, workdir: Path) -> Path:
     return assets / "checkpoints" / workdir.name
 

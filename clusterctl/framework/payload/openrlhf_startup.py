@@ -6,7 +6,7 @@ the assertions and fix-ups that run before ``train(args)``) is executed as OpenR
 with ``train`` replaced by a stop. Nothing of OpenRLHF's package ``__init__`` runs (it imports
 torch, DeepSpeed and vLLM): the submodules the block imports are loaded from their files.
 
-    python3 openrlhf_startup.py SITE_DIR MODULE -- ARG...
+    python3 openrlhf_startup.py SITE_DIR MODULE -- ARG...   (SITE_DIR -: where this Python has it)
 
 Prints one JSON object: {"status": "ok" | "rejected" | "cannot-run", "message": "..."}; with
 "ok", "args": the arguments as ``train`` receives them, by name (the memory plan reads them).
@@ -116,4 +116,17 @@ def judge(site: Path, module: str, argv: list[str]) -> dict[str, Any]:
 if __name__ == "__main__":
     site_dir, entry, separator, *rest = sys.argv[1:]
     assert separator == "--"
-    print(json.dumps(judge(Path(site_dir), entry, rest)))
+    if site_dir == "-":  # where this Python has it (found, not imported: no __init__ runs)
+        import importlib.util
+
+        found = importlib.util.find_spec("openrlhf")
+        locations = found.submodule_search_locations if found else None
+        site_dir = str(Path(next(iter(locations))).parent) if locations else "."
+    verdict = judge(Path(site_dir), entry, rest)
+    try:  # the release that judged, said with its verdict (the job's own image: issue 46)
+        from importlib.metadata import version
+
+        verdict["release"] = version("openrlhf")
+    except Exception:  # not installed as a distribution (a --target directory): not named
+        pass
+    print(json.dumps(verdict))

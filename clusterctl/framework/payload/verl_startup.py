@@ -140,4 +140,10 @@ if __name__ == "__main__":
     assert separator == "--"
     verdict: dict[str, object] = {**judge(name, rest)}
     verdict["memory"] = memory_facts(name, rest)
+    try:  # the release that judged, said with its verdict (the job's own image: issue 46)
+        from importlib.metadata import version
+
+        verdict["release"] = version("verl")
+    except Exception:  # verl from a source tree without metadata: not named
+        pass
     print(json.dumps(verdict))
