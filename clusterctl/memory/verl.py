@@ -30,6 +30,13 @@ S_STATES = (
     "bf16 reference: verl/workers/fsdp_workers.py)"
 )
 S_ADAM = "torch.optim.AdamW: exp_avg and exp_avg_sq, each in the parameter's dtype"
+S_STEP = (
+    "AdamW's step, the foreach implementation PyTorch picks on CUDA (verl's FSDP workers build "
+    "optim.AdamW with neither foreach nor fused): _multi_tensor_adam holds exp_avg_sq_sqrt = "
+    "torch._foreach_sqrt(exp_avg_sqs), a copy of one moment (torch/optim/adam.py, PyTorch "
+    "2.x); a real H200 held 3.3-4.0 bytes a parameter above fp32 states and gradients at this "
+    "step (tests/fixtures/memory/h200), and OOMed there on three 7-8B models"
+)
 S_GATHER = (
     "FSDP gathers whole units in the mixed-precision dtype (bf16): the root unit (embeddings, "
     "lm_head) and a decoder layer with the next one prefetched"
@@ -47,6 +54,7 @@ S_UTIL = (
 ANCHORS = (
     ("rollout", ("actor_rollout_ref.rollout.gpu_memory_utilization",)),
     ("actor update", ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",)),
+    ("actor optimizer step", ("actor_rollout_ref.actor.fsdp_config.optimizer_offload",)),
     ("actor log-prob", ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",)),
     ("reference log-prob", ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",)),
     ("critic update", ("critic.ppo_micro_batch_size_per_gpu",)),
@@ -231,6 +239,23 @@ def plan_verl(facts: dict[str, Any], capacity: int, vllm: Version | None) -> Gpu
             b.packed,
         )
 
+    def optimizer_step(s: _States, who: str) -> list[Phase]:
+        """The optimizer's step after the last micro batch: the activations are gone, the
+        gradients and both moments are held, and the step's own temporaries on top; none on
+        the GPU when the optimizer is offloaded to the CPU."""
+        if s.optimizer_offload or not s.optimizer:
+            return []
+        terms = (
+            context,
+            *vllm_asleep(),
+            Term(f"{who} parameters", s.params, S_STATES),
+            Term(f"{who} gradients", s.grads, S_STATES),
+            Term(f"{who} optimizer states", s.optimizer, S_ADAM),
+            Term("AdamW step temporaries (foreach)", s.optimizer // 2, S_STEP),
+            *resident(s),
+        )
+        return [Phase(f"{who} optimizer step", who, terms)]
+
     sp = int(actor_cfg.get("ulysses_sequence_parallel_size") or 1)
     update_batch = _batch(actor_cfg, "ppo_micro_batch_size", seq, world, sp, remove_padding)
     old_batch = _batch(rollout, "log_prob_micro_batch_size", seq, world, sp, remove_padding)
@@ -269,8 +294,10 @@ def plan_verl(facts: dict[str, Any], capacity: int, vllm: Version | None) -> Gpu
             (critic_cfg.get("model") or {}).get("use_remove_padding"),
         )
         phases.append(update(c, critic, critic_batch, "critic", critic_cfg, 0))
+        phases += optimizer_step(c, "critic")
     entropy = float(actor_cfg.get("entropy_coeff") or 0) != 0
     phases.append(update(a, actor, update_batch, "actor", arr, 7 if entropy else 4))
+    phases += optimizer_step(a, "actor")
     max_len = int(rollout.get("max_model_len") or seq)
     refused = refusals(weights, room, kv_token, max_len, f"TP {tp}, {share}")
     verdict = judge(tuple(phases), capacity)
