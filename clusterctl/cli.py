@@ -226,7 +226,7 @@ def submit(
             return
         if login is None:
             write_bundle(bundle, target)
-            sys.exit(submit_bundle(target, wait, click.echo))
+            sys.exit(submit_bundle(target, wait, click.echo, Path(loaded.spec.logs.dir)))
         from clusterctl.remote import run_clusterctl, submit_remote
 
         done = submit_remote(bundle, login)
@@ -241,7 +241,7 @@ def submit(
                    f"clusterctl cancel {job}{again}")  # fmt: skip
         if wait:
             at_job = dataclasses.replace(login, remote_dir=done.remote_dir)
-            sys.exit(run_clusterctl(at_job, ["wait", job]))
+            sys.exit(run_clusterctl(at_job, ["wait", job, "--logs-root", loaded.spec.logs.dir]))
 
 
 @main.command()

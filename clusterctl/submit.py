@@ -41,20 +41,37 @@ def poll_intervals() -> Iterator[float]:
         interval = min(interval * POLL_GROWTH, POLL_MOST)
 
 
-def wait_for_job(job_id: str) -> int:
-    """Poll squeue (backing off) until the job has left the queue; its exit status, from
-    slurmctld or, once slurmctld has forgotten the job (MinJobAge), from accounting."""
-    from clusterctl.jobs.slurm import job_state
+def still_queued(job_id: str) -> Callable[[], bool]:
+    """A test that the job is still in the queue, which asks squeue only as often as
+    poll_intervals says (backing off), however often it is called."""
+    intervals, next_at, gone = poll_intervals(), 0.0, False
 
-    for interval in poll_intervals():
+    def running() -> bool:
+        nonlocal next_at, gone
+        if gone or time.monotonic() < next_at:
+            return not gone
         queued = subprocess.run(
             ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True
         )
-        if queued.returncode == 0 and not queued.stdout.strip():
-            break
-        if queued.returncode != 0 and "Invalid job id" in queued.stderr:
-            break
-        time.sleep(interval)
+        left = queued.returncode == 0 and not queued.stdout.strip()
+        gone = left or (queued.returncode != 0 and "Invalid job id" in queued.stderr)
+        next_at = time.monotonic() + next(intervals)
+        return not gone
+
+    return running
+
+
+def wait_for_job(job_id: str, watch: Callable[[Callable[[], bool]], None] | None = None) -> int:
+    """Until the job has left the queue (WATCH shows it meanwhile, given the queue test); its
+    exit status, from slurmctld or, once slurmctld has forgotten the job (MinJobAge), from
+    accounting."""
+    from clusterctl.jobs.slurm import job_state
+
+    running = still_queued(job_id)
+    if watch is not None:
+        watch(running)
+    while running():
+        time.sleep(POLL_FIRST)
     state = job_state(job_id)
     status = job_exit_status(state.exit_code) if state else None
     if status is None:
@@ -62,8 +79,24 @@ def wait_for_job(job_id: str) -> int:
     return status
 
 
-def submit_bundle(bundle_dir: Path, wait: bool, say: Callable[[str], None]) -> int:
-    """Run sbatch on the bundle's script; with wait, follow the job and return its status."""
+def follower(
+    job_id: str, logs_root: Path, say: Callable[[str], None]
+) -> Callable[[Callable[[], bool]], None]:
+    """What shows the job while it runs (jobs/live.py): a live panel on a terminal, else a
+    plain line per change."""
+    import sys
+
+    from clusterctl.jobs.live import follow
+
+    live = sys.stdout.isatty()
+    return lambda running: follow(job_id, logs_root, running, say, live)
+
+
+def submit_bundle(
+    bundle_dir: Path, wait: bool, say: Callable[[str], None], logs_root: Path | None = None
+) -> int:
+    """Run sbatch on the bundle's script; with wait, follow the job (its records under
+    LOGS_ROOT) and return its status."""
     if shutil.which("sbatch") is None:
         raise UsageError("sbatch not found: submit from a SLURM login node (or use render)")
     proc = subprocess.run(sbatch_command(bundle_dir), capture_output=True, text=True)
@@ -73,6 +106,22 @@ def submit_bundle(bundle_dir: Path, wait: bool, say: Callable[[str], None]) -> i
     say(f"submitted job {job_id} ({bundle_dir / SCRIPT})")
     if not wait:
         return 0
-    status = wait_for_job(job_id)
-    say(f"job {job_id} {'succeeded' if status == 0 else f'failed with status {status}'}")
+    status = wait_for_job(job_id, follower(job_id, logs_root, say) if logs_root else None)
+    say(ended_line(job_id, status, logs_root))
     return status
+
+
+def ended_line(job_id: str, status: int, logs_root: Path | None) -> str:
+    """What `status` says of an ended job, in one line: succeeded, or failed with the node
+    and cause its record names."""
+    if status == 0:
+        return f"job {job_id} succeeded"
+    said = f"job {job_id} failed with status {status}"
+    if logs_root is not None:
+        from clusterctl.console import printable
+        from clusterctl.jobs.cli import latest_run
+
+        record = latest_run(job_id, logs_root) if logs_root.is_dir() else None
+        if record is not None and record.cause:
+            said += printable(f": node {record.failed_node}: {record.cause}")
+    return said

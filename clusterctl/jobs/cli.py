@@ -104,9 +104,23 @@ def latest_run(job_id: str, root: Path) -> RunRecord | None:
 @click.argument("job_id")
 @logs_root_option
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
-def status(job_id: str, logs_root: Path, as_json: bool) -> None:
+@click.option(
+    "--watch",
+    is_flag=True,
+    help="Follow the job until it ends (phases, nodes, progress), then the status.",
+)
+def status(job_id: str, logs_root: Path, as_json: bool, watch: bool) -> None:
     """A job's state (SLURM), its phases with durations, and for a failed job the failed node,
     the cause and doctor's top explanation. Exit status: 0 running or succeeded, 1 failed."""
+    if watch:
+        from clusterctl.submit import follower, still_queued
+
+        with user_errors():
+            check_job_id(job_id)
+            running = still_queued(job_id)
+            follower(job_id, logs_root, click.echo)(running)
+            while running():
+                time.sleep(0.5)
     with user_errors():
         check_job_id(job_id)
         state = job_state(job_id)
@@ -400,12 +414,14 @@ def list_jobs(logs_root: Path) -> None:
 @click.command()
 @on_login_node
 @click.argument("job_id")
-def wait(job_id: str) -> None:
-    """Wait until the job has left the queue; exit with its status (0: it succeeded)."""
-    from clusterctl.submit import wait_for_job
+@logs_root_option
+def wait(job_id: str, logs_root: Path) -> None:
+    """Wait until the job has left the queue, showing its phases, nodes, self-test and
+    progress meanwhile; exit with its status (0: it succeeded)."""
+    from clusterctl.submit import ended_line, follower, wait_for_job
 
     with user_errors():
         check_job_id(job_id)
-        code = wait_for_job(job_id)
-    click.echo(f"job {job_id} {'succeeded' if code == 0 else f'failed with status {code}'}")
+        code = wait_for_job(job_id, follower(job_id, logs_root, click.echo))
+    click.echo(ended_line(job_id, code, logs_root))
     sys.exit(code)
