@@ -119,7 +119,7 @@ def ended_line(job_id: str, status: int, logs_root: Path | None) -> str:
     said = f"job {job_id} failed with status {status}"
     if logs_root is not None:
         from clusterctl.console import printable
-        from clusterctl.jobs.cli import latest_run
+        from clusterctl.jobs.records import latest_run
 
         record = latest_run(job_id, logs_root) if logs_root.is_dir() else None
         if record is not None and record.cause:

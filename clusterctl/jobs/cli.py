@@ -23,6 +23,7 @@ from clusterctl.jobs.records import (
     PHASE_LOGS,
     RunRecord,
     check_job_id,
+    latest_run,
     parse_run_directory,
     read_timeline,
     run_directories,
@@ -92,11 +93,6 @@ def forwarded_argv(ctx: click.Context) -> list[str]:
             flag = max(param.opts, key=len)
             argv += [flag] if param.is_flag else [flag, str(value)]
     return argv
-
-
-def latest_run(job_id: str, root: Path) -> RunRecord | None:
-    dirs = run_directories(job_id, root)
-    return summarize(dirs[-1], read_timeline(dirs[-1])) if dirs else None
 
 
 @click.command()

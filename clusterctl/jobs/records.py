@@ -211,3 +211,9 @@ def read_progress(directory: Path) -> str:
     except OSError:
         return ""
     return ANSI.sub("", text).strip()
+
+
+def latest_run(job_id: str, root: Path) -> RunRecord | None:
+    """The record of the job's newest run under ROOT (a requeued job's last)."""
+    dirs = run_directories(job_id, root)
+    return summarize(dirs[-1], read_timeline(dirs[-1])) if dirs else None
