@@ -295,7 +295,7 @@ def _register_optional_commands() -> None:
     from clusterctl.doctor.cli import doctor
     from clusterctl.image.cli import build, image
     from clusterctl.importer.cli import import_command
-    from clusterctl.jobs.cli import cancel, down, list_jobs, logs, status, wait
+    from clusterctl.jobs.cli import cancel, down, list_jobs, logs, report, status, wait
     from clusterctl.lint.cli import rules
     from clusterctl.memory.cli import plan_command
     from clusterctl.verify.cli import verify
@@ -308,7 +308,7 @@ def _register_optional_commands() -> None:
     main.add_command(dev_cluster)
     main.add_command(import_command)
     main.add_command(plan_command)
-    for command in (status, logs, wait, cancel, down, list_jobs):
+    for command in (status, logs, wait, cancel, down, list_jobs, report):
         main.add_command(command)
 
 

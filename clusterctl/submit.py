@@ -108,7 +108,19 @@ def submit_bundle(
         return 0
     status = wait_for_job(job_id, follower(job_id, logs_root, say) if logs_root else None)
     say(ended_line(job_id, status, logs_root))
+    if logs_root is not None:
+        say(report_line(job_id, logs_root))
     return status
+
+
+def report_line(job_id: str, logs_root: Path) -> str:
+    """Write the job's page into its log directory at its end; the line that says where."""
+    from clusterctl.jobs.report import job_report
+
+    try:
+        return f"report: {job_report(job_id, logs_root)}"
+    except (OSError, UsageError) as exc:
+        return f"report: not written: {exc}"
 
 
 def ended_line(job_id: str, status: int, logs_root: Path | None) -> str:

@@ -5,11 +5,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q -e '.[test]'
 # login shells the SSH tests run remote commands under (tests/test_ssh.py), bubblewrap, the
-# sandbox import runs users' scripts in (tests/test_dryrun.py), and tmux, the terminal the
-# live view is watched in (tests/e2e/test_watching.py); root, as below
+# sandbox import runs users' scripts in (tests/test_dryrun.py), tmux, the terminal the live
+# view is watched in, and Chromium, which renders the job report (tests/e2e/test_watching.py);
+# root, as below
 if ! command -v tcsh > /dev/null || ! command -v fish > /dev/null || ! command -v bwrap > /dev/null ||
-  ! command -v tmux > /dev/null; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tcsh fish bubblewrap tmux > /dev/null
+  ! command -v tmux > /dev/null || ! command -v chromium > /dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tcsh fish bubblewrap tmux \
+    chromium > /dev/null
 fi
 clusterctl dev-cluster up --nodes 4 --gpus-per-node 8
 # verl's own validate_config judges the verl specs in the tests (tests/test_frameworks.py)

@@ -414,10 +414,33 @@ def list_jobs(logs_root: Path) -> None:
 def wait(job_id: str, logs_root: Path) -> None:
     """Wait until the job has left the queue, showing its phases, nodes, self-test and
     progress meanwhile; exit with its status (0: it succeeded)."""
-    from clusterctl.submit import ended_line, follower, wait_for_job
+    from clusterctl.submit import ended_line, follower, report_line, wait_for_job
 
     with user_errors():
         check_job_id(job_id)
         code = wait_for_job(job_id, follower(job_id, logs_root, click.echo))
     click.echo(ended_line(job_id, code, logs_root))
+    click.echo(report_line(job_id, logs_root))
     sys.exit(code)
+
+
+@click.command()
+@on_login_node
+@click.argument("job_id")
+@logs_root_option
+@click.option(
+    "-o",
+    "--out",
+    "out_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write it here (default: report.html in the job's log directory).",
+)
+def report(job_id: str, logs_root: Path, out_file: Path | None) -> None:
+    """One self-contained HTML page of what happened: the outcome, time to the workload by
+    phase, the phases node by node, the preflight, the self-test and doctor's findings."""
+    from clusterctl.jobs.report import job_report
+
+    with user_errors():
+        check_job_id(job_id)
+        written = job_report(job_id, logs_root, out_file)
+    click.echo(f"wrote {written}")

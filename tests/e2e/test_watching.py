@@ -37,10 +37,37 @@ def test_submit_wait_in_a_pipe_prints_a_line_per_change(tmp_path: Path) -> None:
     phases = [line.split()[1] for line in lines if line.startswith("phase: ")]
     assert phases.index("preflight") < phases.index("selftest") < phases.index("workload")
     assert len(phases) == len(set(phases))
-    assert lines[-1] == (
+    assert lines[-2] == (
         f"job {job.group(1)} failed with status 3: node node1: the command workload exited "
         f"with status 3; see ./clusterctl-logs/cpu-smoke-{job.group(1)}/workload.log"
     )
+    page = tmp_path / "clusterctl-logs" / f"cpu-smoke-{job.group(1)}" / "report.html"
+    assert lines[-1] == f"report: {page.relative_to(tmp_path)}"
+    seen_in_chromium(page, tmp_path, failed="node1")
+
+
+def seen_in_chromium(page: Path, tmp_path: Path, failed: str) -> None:
+    """The job's page as headless Chromium renders it: every part there, in its DOM and on
+    the screenshot (the failed node's red mark drawn at the end of its row)."""
+    from PIL import Image
+
+    chromium = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", f"file://{page}"]
+    dom = subprocess.run(
+        [*chromium[:-1], "--dump-dom", chromium[-1]], capture_output=True, text=True, timeout=120
+    ).stdout
+    for part in ("outcome", "failed-node", "to-workload", "phases", "failed-mark",
+                 "preflight-table", "pairs", "figures", "doctor"):  # fmt: skip
+        assert f'id="{part}"' in dom, part
+    assert f'<b id="failed-node">{failed}</b>' in dom
+    assert "<script" not in dom  # a record's text is never markup
+    shot = tmp_path / "report.png"
+    subprocess.run(
+        [*chromium[:-1], f"--screenshot={shot}", "--window-size=1000,900", chromium[-1]],
+        capture_output=True, timeout=120, check=True,
+    )  # fmt: skip
+    colours = dict((c, n) for n, c in Image.open(shot).convert("RGB").getcolors(1 << 24) or [])
+    assert colours.get((255, 0, 0), 0) > 50  # the failed node's mark
+    assert colours.get((0x4E, 0x79, 0xA7), 0) > 10  # the first phase's colour
 
 
 def test_submit_wait_on_a_terminal_shows_a_live_panel(tmp_path: Path) -> None:
@@ -66,7 +93,7 @@ def test_submit_wait_on_a_terminal_shows_a_live_panel(tmp_path: Path) -> None:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
     (tmp_path / "screens.txt").write_text("\n----\n".join(screens))
     last = screens[-1]
-    assert re.search(r"job \d+ succeeded\nexit=0", last), last
+    assert re.search(r"job \d+ succeeded\nreport: \S+report\.html\nexit=0", last), last
     live = [s for s in screens if re.search(r"^phase\s+\S+ for \d+s", s, re.M)]
     assert live, "no live panel seen"
     assert any(re.search(r"^ray\s+\d/3 nodes alive", s, re.M) for s in live)
