@@ -46,7 +46,7 @@ def test_submit_wait_in_a_pipe_prints_a_line_per_change(tmp_path: Path) -> None:
     seen_in_chromium(page, tmp_path, failed="node1")
 
 
-def seen_in_chromium(page: Path, tmp_path: Path, failed: str) -> None:
+def seen_in_chromium(page: Path, tmp_path: Path, failed: str | None) -> None:
     """The job's page as headless Chromium renders it: every part there, in its DOM and on
     the screenshot (the failed node's red mark drawn at the end of its row)."""
     from PIL import Image
@@ -55,10 +55,14 @@ def seen_in_chromium(page: Path, tmp_path: Path, failed: str) -> None:
     dom = subprocess.run(
         [*chromium[:-1], "--dump-dom", chromium[-1]], capture_output=True, text=True, timeout=120
     ).stdout
-    for part in ("outcome", "failed-node", "to-workload", "phases", "failed-mark",
-                 "preflight-table", "pairs", "figures", "doctor"):  # fmt: skip
+    for part in ("outcome", "to-workload", "phases", "preflight-table", "pairs", "figures",
+                 "doctor", *(["failed-node", "failed-mark"] if failed else [])):  # fmt: skip
         assert f'id="{part}"' in dom, part
-    assert f'<b id="failed-node">{failed}</b>' in dom
+    if failed:
+        assert f'<b id="failed-node">{failed}</b>' in dom
+    else:
+        assert '<span class="ok" id="outcome">succeeded</span>' in dom
+        assert 'id="failed-mark"' not in dom
     assert "<script" not in dom  # a record's text is never markup
     shot = tmp_path / "report.png"
     subprocess.run(
@@ -66,7 +70,7 @@ def seen_in_chromium(page: Path, tmp_path: Path, failed: str) -> None:
         capture_output=True, timeout=120, check=True,
     )  # fmt: skip
     colours = dict((c, n) for n, c in Image.open(shot).convert("RGB").getcolors(1 << 24) or [])
-    assert colours.get((255, 0, 0), 0) > 50  # the failed node's mark
+    assert (colours.get((255, 0, 0), 0) > 50) == bool(failed)  # the failed node's mark
     assert colours.get((0x4E, 0x79, 0xA7), 0) > 10  # the first phase's colour
 
 
@@ -93,7 +97,9 @@ def test_submit_wait_on_a_terminal_shows_a_live_panel(tmp_path: Path) -> None:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
     (tmp_path / "screens.txt").write_text("\n----\n".join(screens))
     last = screens[-1]
-    assert re.search(r"job \d+ succeeded\nreport: \S+report\.html\nexit=0", last), last
+    shown = re.search(r"job \d+ succeeded\nreport: (\S+report\.html)\nexit=0", last)
+    assert shown, last
+    seen_in_chromium(tmp_path / shown.group(1), tmp_path, failed=None)
     live = [s for s in screens if re.search(r"^phase\s+\S+ for \d+s", s, re.M)]
     assert live, "no live panel seen"
     assert any(re.search(r"^ray\s+\d/3 nodes alive", s, re.M) for s in live)
