@@ -345,6 +345,10 @@ def test_submit_over_ssh_then_wait_status_logs_and_ls_there(
     assert f"logs: {jobs}/clusterctl-logs/cpu-smoke-{job_id}" in submitted.stdout
     assert f"next: clusterctl status {job_id} --host login" in submitted.stdout
     assert f"job {job_id} succeeded" in submitted.stdout  # --wait, answered on the login node
+    # the live view over SSH: the login node's wait has no terminal, so a line per change
+    assert re.search(r"^phase: workload \(\+\d+\.\ds\)$", submitted.stdout, re.M)
+    assert "ray: 2/2 nodes alive" in submitted.stdout
+    assert re.search(rf"^report: \S+/cpu-smoke-{job_id}/report\.html$", submitted.stdout, re.M)
 
     status = over_ssh(login, jobs, "status", job_id, "--host", "login", "--json")
     assert status.returncode == 0, status.stderr
