@@ -48,6 +48,7 @@ class RunRecord:
     progress: str = ""
     unreadable: str = ""  # why the run's timeline could not be read (timeline_problem)
     warnings: list[str] = field(default_factory=list)  # the timeline's warning entries
+    first_progress: float | None = None  # seconds from the start to the first progress line
 
 
 def check_job_id(job_id: str) -> str:
@@ -169,6 +170,9 @@ def summarize(directory: Path, timeline: list[dict[str, Any]]) -> RunRecord:
     if not entries:
         return RunRecord(directory, [], progress=progress, unreadable=timeline_problem(directory))
     start = float(entries[0]["t"])
+    first = next(
+        (float(e["t"]) - start for e in stamped if e.get("event") == "first-progress"), None
+    )
     end = next((e for e in entries if e.get("phase") == "end"), None)
     phases = [e for e in entries if e.get("phase") != "end"]
     marks = [float(e["t"]) for e in phases] + ([float(end["t"])] if end else [])
@@ -181,7 +185,9 @@ def summarize(directory: Path, timeline: list[dict[str, Any]]) -> RunRecord:
         for i, e in enumerate(phases)
     ]
     if end is None:
-        return RunRecord(directory, rows, progress=progress, warnings=warnings)
+        return RunRecord(
+            directory, rows, progress=progress, warnings=warnings, first_progress=first
+        )
     return RunRecord(
         directory,
         rows,
@@ -194,6 +200,7 @@ def summarize(directory: Path, timeline: list[dict[str, Any]]) -> RunRecord:
         next=str(end.get("next", "")),
         progress=progress,
         warnings=warnings,
+        first_progress=first,
     )
 
 

@@ -101,7 +101,13 @@ def _to_workload(record: RunRecord) -> str:
         took = "running" if row.seconds is None else f"{row.seconds:.1f}s"
         rows.append(f"<tr><td>{_text(row.phase)}</td><td class='cell'>{took}</td></tr>")
     first = f"{start:.1f}s" if start else "not reached"
-    progress = f"<p>first progress: {_text(record.progress)}</p>" if record.progress else ""
+    progress = f"<p>last progress: {_text(record.progress)}</p>" if record.progress else ""
+    if record.first_progress is not None:
+        progress = (
+            f"<p id='first-step'>first progress line (the first step) at "
+            f"{record.first_progress:.1f}s, {record.first_progress - start:.1f}s into the "
+            f"workload</p>{progress}"
+        )
     return (
         f"<h2 id='to-workload'>Time to the workload: {first}</h2>"
         f"<table><tr><th>phase</th><th>took</th></tr>{''.join(rows)}</table>{progress}"
@@ -186,10 +192,17 @@ def _selftest(selftest: object) -> str:
         body.append(f"<tr><th>{_text(a)}</th>{''.join(cells)}</tr>")
     figures = []
     if isinstance(selftest.get("allreduce_busbw_gbps"), (int, float)):
+        given = selftest.get("floor")
+        floor: dict[str, Any] = given if isinstance(given, dict) else {}
+        against = ""
+        if isinstance(floor.get("gbps"), (int, float)) and floor["gbps"] > 0:
+            against = f"; floor {floor['gbps']:g} GB/s ({_text(floor.get('source'))})"
+        elif floor.get("note"):
+            against = f"; {_text(floor['note'])}"
         figures.append(
             f"all-reduce ({_text(selftest.get('backend'))}, {_text(selftest.get('ranks'))} ranks): "
             f"busbw {selftest['allreduce_busbw_gbps']:.3f} GB/s, "
-            f"algbw {selftest.get('allreduce_algbw_gbps', 0):.3f} GB/s"
+            f"algbw {selftest.get('allreduce_algbw_gbps', 0):.3f} GB/s{against}"
         )
     sync = selftest.get("weight_sync")
     if isinstance(sync, dict) and isinstance(sync.get("gbps"), (int, float)):

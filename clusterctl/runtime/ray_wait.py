@@ -131,6 +131,12 @@ def main(argv: list[str] | None = None) -> int:
             args.logical_gpus,
         )
         summary["selftest"] = report
+        # the floor the all-reduce was judged against (or the public one that could not be)
+        report["floor"] = {
+            "gbps": args.min_busbw_gbps,
+            "source": args.min_busbw_source,
+            "note": args.busbw_note,
+        }
         busbw = report.get("allreduce_busbw_gbps")
         if busbw is not None and busbw < args.min_busbw_gbps:
             report["ok"] = False

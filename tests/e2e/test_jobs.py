@@ -51,7 +51,13 @@ class Job:
         return found
 
     def timeline(self) -> list[dict[str, object]]:
-        return json.loads((self.log_dir / "timeline.json").read_text())
+        """The phase entries (the timeline also holds events: a warning, the first progress)."""
+        entries = json.loads((self.log_dir / "timeline.json").read_text())
+        return [e for e in entries if "phase" in e]
+
+    def events(self) -> list[dict[str, object]]:
+        entries = json.loads((self.log_dir / "timeline.json").read_text())
+        return [e for e in entries if "phase" not in e]
 
     def first_failure(self) -> tuple[str, str, str]:
         match = FAIL_LINE.search(self.log)

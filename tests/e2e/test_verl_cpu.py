@@ -176,7 +176,7 @@ def test_a_value_verl_refuses_fails_the_job_first_naming_its_setting(
         "AssertionError: real_train_batch_size (10) must be divisible"
     ), cause
     timeline = [json.loads(t) for t in (job.log_dir / "timeline.jsonl").read_text().splitlines()]
-    phases = [e["phase"] for e in timeline]
+    phases = [e["phase"] for e in timeline if "phase" in e]
     assert phases[phases.index("judge") :] == ["judge", "cleanup", "end"], phases
     assert timeline[-1]["t"] - timeline[0]["t"] < 60  # its first minute
     assert "ray start" not in job.log
@@ -232,6 +232,14 @@ def test_verl_grpo_runs_to_completion_with_checkpoints(tmp_path: Path, assets: P
     assert sorted(p.name for p in saved.glob("global_step_*")) == ["global_step_2", "global_step_4"]
     # real step lines are progress: a healthy run is never called stalled
     assert "stalled" not in [e["phase"] for e in job.timeline()]
+    # its first step's moment is in the timeline, and its page says it (issue 44)
+    (first,) = [e for e in job.events() if e.get("event") == "first-progress"]
+    times = {e["phase"]: e["t"] for e in job.timeline()}
+    assert times["workload"] < first["t"] < times["workload-done"]  # type: ignore[operator]
+    page = run_cli("report", job.job_id, "-o", str(tmp_path / "r.html"), cwd=tmp_path)
+    assert page.returncode == 0, page.stderr
+    html = (tmp_path / "r.html").read_text()
+    assert "first progress line (the first step) at" in html and "id='first-step'" in html
     status = run_cli("status", job.job_id, cwd=tmp_path)
     assert status.returncode == 0, status.stderr
     assert re.search(r"progress: \(TaskRunner pid=\d+\) step:4 - ", status.stdout), status.stdout
