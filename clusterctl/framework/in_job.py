@@ -27,8 +27,9 @@ class JobJudge:
 
 
 def job_judge(spec: JobSpec, where: Mapping[str, str]) -> JobJudge | None:
-    """The start-up check of the spec's framework, or None (a command workload, or a verl
-    config of the script's own, which only the job's files can compose)."""
+    """The start-up check of the spec's framework, or None (a command workload, an entry
+    point that is not the framework's own, or a verl config of the script's own, which only
+    the job's files can compose)."""
     from clusterctl.lint.frameworks import verl_config
     from clusterctl.render.plan import openrlhf_args, verl_argv
 
@@ -41,7 +42,7 @@ def job_judge(spec: JobSpec, where: Mapping[str, str]) -> JobJudge | None:
         argv = ["python3", f"{IN_IMAGE}/verl_startup.py", wl.entrypoint, config, "--", *overrides]
         keys = [(k.lstrip("+~"), f'workload.overrides["{k}"]') for k in wl.overrides]
         return JobJudge("verl", argv, _with_lines(keys, where), _docker_args(spec))
-    if isinstance(wl, OpenRLHFWorkload):
+    if isinstance(wl, OpenRLHFWorkload) and wl.entrypoint.startswith("openrlhf."):
         # "-": the release's parser is read from its files where the image's Python has it
         argv = ["python3", f"{IN_IMAGE}/openrlhf_startup.py", "-", wl.entrypoint, "--"]
         argv += openrlhf_args(wl)

@@ -50,9 +50,25 @@ DEV_CLUSTER = [
 ]
 
 
+def workload_files(workdir: Path) -> str:
+    """The examples' data and model paths, there on every dev node (empty stand-ins: the
+    trainer stops at the first call that needs a device), mounted where the examples read
+    them: every node's container checks them before Ray starts."""
+    for name in ("data/gsm8k/train.parquet", "data/gsm8k/test.parquet",
+                 "models/datasets/prompts.jsonl"):  # fmt: skip
+        (workdir / name).parent.mkdir(parents=True, exist_ok=True)
+        (workdir / name).touch()
+    for name in ("models/Llama-3-70B-Instruct", "models/Llama-3-70B-RM"):
+        (workdir / name).mkdir(parents=True, exist_ok=True)
+    return (
+        f"container.mounts=[{{source: {workdir / 'data'}, target: /data}}, "
+        f"{{source: {workdir / 'models'}, target: /models}}]"
+    )
+
+
 def render_example(workdir: Path, example: str, *sets: str) -> Path:
     args = ["render", str(ROOT / "examples" / example), "-o", str(workdir / "bundle")]
-    for assignment in (*DEV_CLUSTER, *sets):
+    for assignment in (*DEV_CLUSTER, workload_files(workdir), *sets):
         args += ["--set", assignment]
     result = run_cli(*args)
     assert result.returncode == 0, result.stderr

@@ -121,7 +121,10 @@ if __name__ == "__main__":
 
         found = importlib.util.find_spec("openrlhf")
         locations = found.submodule_search_locations if found else None
-        site_dir = str(Path(next(iter(locations))).parent) if locations else "."
+        if not locations:
+            print(json.dumps({"status": "cannot-run", "message": "openrlhf is not installed"}))
+            sys.exit(0)
+        site_dir = str(Path(next(iter(locations))).parent)
     verdict = judge(Path(site_dir), entry, rest)
     try:  # the release that judged, said with its verdict (the job's own image: issue 46)
         from importlib.metadata import version
