@@ -61,17 +61,23 @@ def still_queued(job_id: str) -> Callable[[], bool]:
     return running
 
 
+def until_gone(job_id: str, watch: Callable[[Callable[[], bool]], None] | None = None) -> None:
+    """Return once the job has left the queue; WATCH (given the queue test) shows it
+    meanwhile."""
+    running = still_queued(job_id)
+    if watch is not None:
+        watch(running)
+    while running():
+        time.sleep(POLL_FIRST)
+
+
 def wait_for_job(job_id: str, watch: Callable[[Callable[[], bool]], None] | None = None) -> int:
     """Until the job has left the queue (WATCH shows it meanwhile, given the queue test); its
     exit status, from slurmctld or, once slurmctld has forgotten the job (MinJobAge), from
     accounting."""
     from clusterctl.jobs.slurm import job_state
 
-    running = still_queued(job_id)
-    if watch is not None:
-        watch(running)
-    while running():
-        time.sleep(POLL_FIRST)
+    until_gone(job_id, watch)
     state = job_state(job_id)
     status = job_exit_status(state.exit_code) if state else None
     if status is None:

@@ -108,17 +108,12 @@ def forwarded_argv(ctx: click.Context) -> list[str]:
 def status(job_id: str, logs_root: Path, as_json: bool, watch: bool) -> None:
     """A job's state (SLURM), its phases with durations, and for a failed job the failed node,
     the cause and doctor's top explanation. Exit status: 0 running or succeeded, 1 failed."""
-    if watch:
-        from clusterctl.submit import follower, still_queued
-
-        with user_errors():
-            check_job_id(job_id)
-            running = still_queued(job_id)
-            follower(job_id, logs_root, click.echo)(running)
-            while running():
-                time.sleep(0.5)
     with user_errors():
         check_job_id(job_id)
+        if watch:
+            from clusterctl.submit import follower, until_gone
+
+            until_gone(job_id, follower(job_id, logs_root, click.echo))
         state = job_state(job_id)
         record = latest_run(job_id, logs_root)
         if state is None and record is None:

@@ -93,13 +93,13 @@ def read_timeline(directory: Path) -> list[dict[str, Any]]:
     What cannot be read or parsed (a half-written line, a file someone else planted) is
     left out: a record never stops a command."""
     try:
-        whole = json.loads(_text(directory / "timeline.json"))
+        whole = json.loads(read_record(directory / "timeline.json"))
     except (OSError, ValueError):
         whole = None
     if isinstance(whole, list):
         return [e for e in whole if isinstance(e, dict)]
     try:
-        lines = _text(directory / "timeline.jsonl").splitlines()
+        lines = read_record(directory / "timeline.jsonl").splitlines()
     except OSError:
         return []
     entries = []
@@ -116,7 +116,7 @@ def read_timeline(directory: Path) -> list[dict[str, Any]]:
 RECORD_BYTES = 16 << 20  # a run's timeline is kilobytes
 
 
-def _text(path: Path, limit: int = RECORD_BYTES) -> str:
+def read_record(path: Path, limit: int = RECORD_BYTES) -> str:
     """A file job.sbatch wrote: a failure cause may quote a tool's bytes that are not UTF-8,
     which read as U+FFFD rather than stopping `status`. Only a regular file of at most LIMIT
     bytes, never through a link: a FIFO, /dev/zero or an endless file planted in the log
@@ -136,7 +136,7 @@ def timeline_problem(directory: Path) -> str:
         if not path.exists() and not path.is_symlink():
             continue
         try:
-            text = _text(path)
+            text = read_record(path)
         except OSError as exc:
             problems.append(str(exc.strerror or exc) if exc.strerror else str(exc))
             continue
@@ -214,7 +214,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 def read_progress(directory: Path) -> str:
     """The last progress line job.sbatch recorded, without Ray's colour codes."""
     try:
-        text = _text(directory / "progress", 1 << 20)
+        text = read_record(directory / "progress", 1 << 20)
     except OSError:
         return ""
     return ANSI.sub("", text).strip()

@@ -14,8 +14,13 @@ from typing import Any
 
 from clusterctl.console import printable
 from clusterctl.errors import UsageError
-from clusterctl.files import open_regular
-from clusterctl.jobs.records import RunRecord, read_timeline, run_directories, summarize
+from clusterctl.jobs.records import (
+    RunRecord,
+    read_record,
+    read_timeline,
+    run_directories,
+    summarize,
+)
 
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #222; }
@@ -246,15 +251,13 @@ def _doctor(logs: list[Path]) -> str:
 
 def _nodes(directory: Path) -> list[str]:
     try:
-        with open_regular(directory / "node-names.txt", follow_links=False) as handle:
-            return handle.read(1 << 20).decode("utf-8", errors="replace").split()
+        return read_record(directory / "node-names.txt", 1 << 20).split()
     except OSError:
         return []
 
 
 def _json(path: Path) -> object:
     try:
-        with open_regular(path, follow_links=False) as handle:
-            return json.loads(handle.read(16 << 20).decode("utf-8", errors="replace"))
+        return json.loads(read_record(path))
     except (OSError, ValueError):
         return None
